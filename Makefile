@@ -1,0 +1,29 @@
+# QueueKit: `make demo` runs the end-to-end demo; `make test-all` runs every test.
+.PHONY: all setup demo test-all test lint bench clean
+
+all: test-all
+
+setup:
+	@Scripts/setup.sh
+
+# Build in release mode and run the end-to-end demo on an embedded SQLite file.
+demo: setup
+	@Scripts/demo.sh
+
+# Build and test every package on its own, then the cross-package Integration package.
+# `make test PACKAGE=QueueCore` tests one package.
+test-all:
+	@Scripts/test-all.sh
+
+test:
+	@Scripts/test-all.sh $(PACKAGE)
+
+lint:
+	@Scripts/lint.sh
+
+# Release-mode benchmarks: ours against the peers, measured in the same run.
+bench: setup
+	@Scripts/bench.sh $(PACKAGE)
+
+clean:
+	rm -rf Packages/*/.build Packages/*/Benchmarks/.build Integration/.build

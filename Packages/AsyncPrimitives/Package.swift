@@ -1,0 +1,36 @@
+// swift-tools-version: 6.2
+import PackageDescription
+
+let package = Package(
+    name: "AsyncPrimitives",
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
+    products: [
+        .library(name: "AsyncPrimitives", targets: ["AsyncPrimitives"]),
+        .library(name: "AsyncPrimitivesTesting", targets: ["AsyncPrimitivesTesting"]),
+    ],
+    targets: [
+        .target(name: "AsyncPrimitives"),
+        .target(name: "AsyncPrimitivesTesting"),
+        .testTarget(
+            name: "AsyncPrimitivesTests",
+            dependencies: ["AsyncPrimitives", "AsyncPrimitivesTesting"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
+
+// The same settings for every target of every QueueKit package.
+for target in package.targets {
+    var settings = target.swiftSettings ?? []
+    // SE-0335: `any` for existential types.
+    settings.append(.enableUpcomingFeature("ExistentialAny"))
+    // SE-0444: a file sees only the members of modules it imports.
+    settings.append(.enableUpcomingFeature("MemberImportVisibility"))
+    // SE-0409: imports are internal unless marked `public import`.
+    settings.append(.enableUpcomingFeature("InternalImportsByDefault"))
+    // Public types say whether they are Sendable.
+    settings.append(.treatWarning("ExplicitSendable", as: .error))
+    // Zero warnings: SE-0480 warning control, applied to our own targets only.
+    settings.append(.treatAllWarnings(as: .error))
+    target.swiftSettings = settings
+}

@@ -1,0 +1,67 @@
+import Synchronization
+
+/// Collects values that arrive from other threads and lets a test await a number of them.
+///
+/// Hand ``record(_:)`` to the callback under test, then `await collector.values(count: 3)`:
+/// it returns as soon as three values have arrived, without sleeping or polling.
+///
+/// ```swift
+/// let events = EventCollector<JobQueueEvent>()
+/// let token = queue.observe { _, _, event in events.record(event) }
+/// queue.add(jobs)
+/// #expect(await events.values(count: 1) == [.added])
+/// ```
+public final class EventCollector<Element: Sendable>: Sendable {
+    private struct Waiter {
+        let count: Int
+        let continuation: CheckedContinuation<[Element], Never>
+    }
+
+    private struct State {
+        var values: [Element] = []
+        var waiters: [Waiter] = []
+    }
+
+    private let state = Mutex(State())
+
+    /// Creates an empty collector.
+    public init() {}
+
+    /// Appends `value` and wakes every waiter whose count is now reached.
+    public func record(_ value: Element) {
+        let ready = state.withLock { state -> [(CheckedContinuation<[Element], Never>, [Element])] in
+            state.values.append(value)
+            let count = state.values.count
+            let ready = state.waiters.filter { $0.count <= count }
+            state.waiters.removeAll { $0.count <= count }
+            return ready.map { ($0.continuation, Array(state.values.prefix($0.count))) }
+        }
+        for (continuation, values) in ready {
+            continuation.resume(returning: values)
+        }
+    }
+
+    /// Everything recorded so far, in arrival order.
+    public var values: [Element] {
+        state.withLock { $0.values }
+    }
+
+    /// The number of values recorded so far.
+    public var count: Int {
+        state.withLock { $0.values.count }
+    }
+
+    /// Waits until at least `count` values have been recorded.
+    ///
+    /// - Returns: The first `count` values, in arrival order.
+    public func values(count: Int) async -> [Element] {
+        await withCheckedContinuation { (continuation: CheckedContinuation<[Element], Never>) in
+            let ready = state.withLock { state -> [Element]? in
+                if state.values.count >= count { return Array(state.values.prefix(count)) }
+                state.waiters.append(Waiter(count: count, continuation: continuation))
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+}

@@ -1,0 +1,64 @@
+// swift-tools-version: 6.2
+import PackageDescription
+
+let package = Package(
+    name: "TaskBroker",
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
+    products: [
+        .library(name: "TaskBroker", targets: ["TaskBroker"]),
+        .library(name: "TaskBrokerTesting", targets: ["TaskBrokerTesting"]),
+    ],
+    dependencies: [
+        .package(path: "../AsyncPrimitives"),
+        .package(path: "../QueueCore"),
+        .package(path: "../QueueRetry"),
+        .package(path: "../QueuePersistence"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+    ],
+    targets: [
+        .target(
+            name: "TaskBroker",
+            dependencies: [
+                .product(name: "QueueCore", package: "QueueCore"),
+                .product(name: "QueueRetry", package: "QueueRetry"),
+                .product(name: "QueuePersistence", package: "QueuePersistence"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .target(
+            name: "TaskBrokerTesting",
+            dependencies: ["TaskBroker"]
+        ),
+        .testTarget(
+            name: "TaskBrokerTests",
+            dependencies: [
+                "TaskBroker",
+                "TaskBrokerTesting",
+                .product(name: "AsyncPrimitivesTesting", package: "AsyncPrimitives"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
+
+// The same settings for every target of every QueueKit package.
+for target in package.targets {
+    var settings = target.swiftSettings ?? []
+    // SE-0335: `any` for existential types.
+    settings.append(.enableUpcomingFeature("ExistentialAny"))
+    // SE-0444: a file sees only the members of modules it imports.
+    settings.append(.enableUpcomingFeature("MemberImportVisibility"))
+    // SE-0409: imports are internal unless marked `public import`.
+    settings.append(.enableUpcomingFeature("InternalImportsByDefault"))
+    // Public types say whether they are Sendable.
+    settings.append(.treatWarning("ExplicitSendable", as: .error))
+    // Zero warnings: SE-0480 warning control, applied to our own targets only.
+    settings.append(.treatAllWarnings(as: .error))
+    target.swiftSettings = settings
+}

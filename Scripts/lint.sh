@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# House rules that the compiler does not check. Exits non-zero with one line per finding.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source Scripts/packages.sh
+status=0
+fail() { echo "lint: $*"; status=1; }
+
+# Build output and lock files never enter git.
+bad=$(git ls-files | grep -E '(^|/)(\.build[^/]*|\.swiftpm)/|(^|/)Package\.resolved$' || true)
+[ -n "$bad" ] && fail "build output or Package.resolved is committed:
+$bad"
+
+# Every manifest turns warnings into errors and uses the Swift 6 language mode.
+for manifest in Packages/*/Package.swift Integration/Package.swift Packages/*/Benchmarks/Package.swift; do
+    [ -f "$manifest" ] || continue
+    grep -q 'treatAllWarnings(as: .error)' "$manifest" || fail "$manifest does not treat warnings as errors"
+    grep -q 'swiftLanguageModes: \[.v6\]' "$manifest" || fail "$manifest is not in the Swift 6 language mode"
+    grep -q 'unsafeFlags' "$manifest" && fail "$manifest uses unsafeFlags"
+done
+
+# Each package carries its README and CHANGELOG.
+for pkg in "${PACKAGES[@]}"; do
+    for file in README.md CHANGELOG.md; do
+        [ -f "Packages/$pkg/$file" ] || fail "Packages/$pkg has no $file"
+    done
+done
+
+# Tests use Swift Testing, and every test function carries @Test: a function in a test file
+# that is neither @Test nor private/fileprivate would silently never run. Shared helpers go
+# in files under a Support/ folder.
+tests=$(git ls-files -co --exclude-standard -- 'Packages/*/Tests/*.swift' 'Integration/Tests/*.swift' | grep -v '/Support/' || true)
+for file in $tests; do
+    [ -f "$file" ] || continue
+    grep -q '^import XCTest' "$file" && fail "$file imports XCTest; use Swift Testing"
+    awk -v file="$file" '
+        /^[[:space:]]*\/\// { next }
+        /^[[:space:]]*$/ { next }
+        /^[[:space:]]*@Test/ { pending = 1 }
+        # Only top-level and member-level functions: local functions inside a test are fine.
+        /^(    )?([a-z@][A-Za-z]* )*func[[:space:]]/ {
+            if (!pending && $0 !~ /(private|fileprivate|static|override|mutating)[[:space:]]/) {
+                printf "lint: %s:%d: function without @Test (make it private or move it to Support/): %s\n", file, NR, $0
+                bad = 1
+            }
+            pending = 0
+            next
+        }
+        END { exit bad }
+    ' "$file" || status=1
+done
+
+# Library code: no try!, no fatalError, no @unchecked Sendable without a comment saying why.
+sources=$(git ls-files -co --exclude-standard -- 'Packages/*/Sources/*.swift' 'Integration/Sources/*.swift')
+for file in $sources; do
+    [ -f "$file" ] || continue
+    grep -nE 'try!|fatalError\(' "$file" | sed "s|^|lint: $file:|" | grep . && status=1
+    awk -v file="$file" '
+        /@unchecked Sendable/ && prev !~ /\/\// && $0 !~ /\/\// {
+            printf "lint: %s:%d: @unchecked Sendable without a comment proving it safe\n", file, NR; bad = 1
+        }
+        { prev = $0 }
+        END { exit bad }
+    ' "$file" || status=1
+done
+
+[ $status -eq 0 ] && echo "lint: clean"
+exit $status

@@ -1,0 +1,2 @@
+# Sourced by the other scripts: the packages in dependency order (each after what it uses).
+PACKAGES=(AsyncPrimitives QueueCore QueueRetry QueuePersistence JobChain TaskBroker)

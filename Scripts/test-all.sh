@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds and tests every package on its own (a user depends on one package, so each must
+# build alone), then the cross-package Integration package. Stops at the first failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source Scripts/packages.sh
+
+Scripts/setup.sh
+
+only="${1:-}"
+start=$(date +%s)
+for pkg in "${PACKAGES[@]}" Integration; do
+    [ -n "$only" ] && [ "$only" != "$pkg" ] && continue
+    dir="Packages/$pkg"
+    [ "$pkg" = Integration ] && dir="Integration"
+    echo "=== $pkg: swift test ($(( $(date +%s) - start ))s elapsed)"
+    swift test --package-path "$dir"
+done
+echo "=== test-all: every package passed in $(( $(date +%s) - start ))s"
