@@ -1,0 +1,95 @@
+public import Dispatch
+import Synchronization
+
+/// A container that is filled with a value once, asynchronously.
+///
+/// An asynchronous function returns a `Future` at once and fills it later, through the
+/// ``Deferred`` it created; callers can only attach handlers, never fill it.
+///
+/// ```swift
+/// func calculateFibonacciNumber(_ index: UInt8) -> Future<UInt64> {
+///     let deferred = Deferred<UInt64>()
+///     DispatchQueue.global().async { deferred.fill(value: fibonacci(index)) }
+///     return deferred
+/// }
+///
+/// calculateFibonacciNumber(63).then { number in print(number) }
+/// ```
+///
+/// - A handler attached before the fill runs at the fill; one attached after it runs at once.
+/// - Every handler is dispatched asynchronously on its `upon:` queue: never inside `then` or
+///   `fill`. Handlers for the same queue run in the order they were attached.
+/// - Once filled, a future drops its handlers, so closures that capture it do not leak.
+///
+/// `Future` is `Sendable`, and its `Value` must be `Sendable`: the value is handed to handlers
+/// on other queues and to awaiting tasks. Its only stored state is behind a `Mutex`, and the
+/// only subclass is ``Deferred``, which adds no stored state.
+public class Future<Value: Sendable>: @unchecked Sendable {
+    // `@unchecked` because the class is not final (``Deferred`` subclasses it). Safe: the only
+    // stored property is a `Mutex`, the class is not `open`, and `Deferred` adds no state.
+    let state: Mutex<CallbackState<Value>>
+
+    /// Creates an unfilled future; ``Deferred`` is the public way to make one.
+    init() {
+        state = Mutex(CallbackState())
+    }
+
+    /// Creates a future that is already filled with `value`.
+    ///
+    /// - Parameter value: The value of the future.
+    public init(value: Value) {
+        state = Mutex(CallbackState(value: value))
+    }
+
+    /// Creates a future filled with the value that `operation` returns, run in a new task.
+    ///
+    /// - Parameters:
+    ///   - priority: The priority of the task that runs `operation`.
+    ///   - operation: The asynchronous work that produces the value.
+    public convenience init(
+        priority: TaskPriority? = nil,
+        operation: @escaping @Sendable () async -> Value
+    ) {
+        self.init()
+        Task(priority: priority) { [self] in
+            self.complete(await operation())
+        }
+    }
+
+    /// Whether the future has been filled.
+    public var isFilled: Bool {
+        state.withLock { $0.value != nil }
+    }
+
+    /// Attaches a handler that receives the value.
+    ///
+    /// The handler runs asynchronously on `queue`: at the fill when attached before it, at once
+    /// when attached after it.
+    ///
+    /// - Parameters:
+    ///   - queue: Where `handler` runs. Defaults to ``CallbackQueue/default`` (the main queue
+    ///     unless the process changed it).
+    ///   - handler: Receives the value.
+    public func then(
+        upon queue: DispatchQueue = CallbackQueue.default,
+        run handler: @escaping @Sendable (Value) -> Void
+    ) {
+        observe(Callback(queue: queue, body: handler))
+    }
+
+    /// Attaches a callback; runs it at once (as scheduled) when the future is filled.
+    func observe(_ callback: Callback<Value>) {
+        if let value = state.withLock({ $0.add(callback) }) {
+            Scheduler.schedule(callback, with: value)
+        }
+    }
+
+    /// Fills the future unless it is filled already, then schedules its handlers.
+    ///
+    /// - Returns: `false` when the future was already filled; nothing changes then.
+    func complete(_ value: Value) -> Bool {
+        guard let callbacks = state.withLock({ $0.fill(value) }) else { return false }
+        callbacks.run(with: value)
+        return true
+    }
+}

@@ -1,0 +1,34 @@
+public import Foundation
+
+extension FutureResult {
+    /// Fails with a timeout error unless this future is filled within `interval` seconds.
+    ///
+    /// When the interval passes first, the returned future fails with an
+    /// ``AsyncPrimitivesError`` whose code is ``AsyncPrimitivesError/Code/timedOut``; a result
+    /// that arrives later is ignored. When this future is filled first, the returned future
+    /// holds its result and the timer is cancelled.
+    ///
+    /// - Parameters:
+    ///   - interval: How long to wait, in seconds.
+    ///   - clock: The clock that measures the interval. Tests pass a manual clock.
+    /// - Returns: A future with this future's result or the timeout error.
+    public func timeoutAfter(
+        interval: TimeInterval,
+        clock: some Clock<Duration> = ContinuousClock()
+    ) -> FutureResult<Value> {
+        let next = FutureResult<Value>()
+        let timer = Task {
+            try await clock.sleep(for: .seconds(interval))
+            _ = next.complete(.failure(AsyncPrimitivesError(
+                code: .timedOut,
+                message: "The future was not filled within \(interval) seconds; "
+                    + "the operation may still be running. Retry, or allow a longer interval."
+            )))
+        }
+        observe(Callback(queue: nil) { result in
+            timer.cancel()
+            _ = next.complete(result)
+        })
+        return next
+    }
+}

@@ -1,0 +1,122 @@
+public import Dispatch
+import Synchronization
+
+/// A future of a `Result`: a value, or the error that prevented it.
+///
+/// Chain steps with ``pipe(upon:into:)-(_,(Value)->FutureResult<Out>)``: when a step fails or throws,
+/// the steps after it are skipped and the final handler receives that error.
+///
+/// ```swift
+/// webclient.findBooks(query)              // -> FutureResult<[BookModel]>
+///     .timeoutAfter(interval: 10.0)
+///     .pipe(into: datastore.saveBooks(_:))
+///     .filter(isBookInStock(_:))
+///     .map(convertBookModelToBookViewMaster(_:))
+///     .then(handleResult: updateTableView(_:))
+/// ```
+///
+/// Handlers follow the rules of ``Future``: attached before the fill they run at the fill,
+/// after it at once, always asynchronously on their `upon:` queue; a filled future drops its
+/// handlers. `FutureResult` is `Sendable`; its only subclass is ``DeferredResult``.
+public class FutureResult<Value: Sendable>: @unchecked Sendable {
+    // `@unchecked` because the class is not final (``DeferredResult`` subclasses it). Safe:
+    // the only stored property is a `Mutex`, the class is not `open`, and `DeferredResult`
+    // adds no state.
+    let state: Mutex<CallbackState<Result<Value, any Error>>>
+
+    /// Creates an unfilled future; ``DeferredResult`` is the public way to make one.
+    init() {
+        state = Mutex(CallbackState())
+    }
+
+    /// Creates a future that already holds `result`.
+    ///
+    /// - Parameter result: The result of the future.
+    public init(result: Result<Value, any Error>) {
+        state = Mutex(CallbackState(value: result))
+    }
+
+    /// Creates a future that already holds the value `value`.
+    ///
+    /// - Parameter value: The successful value of the future.
+    public convenience init(value: Value) {
+        self.init(result: .success(value))
+    }
+
+    /// Creates a future that already holds the failure `error`.
+    ///
+    /// - Parameter error: The error of the future.
+    public convenience init(error: any Error) {
+        self.init(result: .failure(error))
+    }
+
+    /// Creates a future filled with what `operation` returns or throws, run in a new task.
+    ///
+    /// ```swift
+    /// let html = FutureResult { try await loader.load(url) }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - priority: The priority of the task that runs `operation`.
+    ///   - operation: The asynchronous work that produces the value.
+    public convenience init(
+        priority: TaskPriority? = nil,
+        operation: @escaping @Sendable () async throws -> Value
+    ) {
+        self.init()
+        Task(priority: priority) { [self] in
+            do {
+                _ = self.complete(.success(try await operation()))
+            } catch {
+                _ = self.complete(.failure(error))
+            }
+        }
+    }
+
+    /// Creates a future that holds the value of `future`, once it is filled.
+    ///
+    /// - Parameter future: A future that cannot fail.
+    public convenience init(_ future: Future<Value>) {
+        self.init()
+        future.observe(Callback(queue: nil) { [self] value in
+            _ = self.complete(.success(value))
+        })
+    }
+
+    /// Whether the future has been filled.
+    public var isFilled: Bool {
+        state.withLock { $0.value != nil }
+    }
+
+    /// Attaches a handler that receives the result.
+    ///
+    /// The handler runs asynchronously on `queue`: at the fill when attached before it, at once
+    /// when attached after it.
+    ///
+    /// - Parameters:
+    ///   - queue: Where `handler` runs. Defaults to ``CallbackQueue/default`` (the main queue
+    ///     unless the process changed it).
+    ///   - handler: Receives `.success(value)` or `.failure(error)`.
+    public func then(
+        upon queue: DispatchQueue = CallbackQueue.default,
+        handleResult handler: @escaping @Sendable (Result<Value, any Error>) -> Void
+    ) {
+        observe(Callback(queue: queue, body: handler))
+    }
+
+    /// Attaches a callback; runs it at once (as scheduled) when the future is filled.
+    func observe(_ callback: Callback<Result<Value, any Error>>) {
+        if let value = state.withLock({ $0.add(callback) }) {
+            Scheduler.schedule(callback, with: value)
+        }
+    }
+
+    /// Fills the future unless it is filled already, then schedules its handlers.
+    ///
+    /// - Returns: `false` when the future was already filled; nothing changes then.
+    func complete(_ result: Result<Value, any Error>) -> Bool {
+        guard let callbacks = state.withLock({ $0.fill(result) }) else { return false }
+        callbacks.run(with: result)
+        return true
+    }
+}
