@@ -30,11 +30,25 @@ let package = Package(
                 .product(name: "QueueCore", package: "QueueCore"),
             ]
         ),
+        // Adds jobs through a persister and prints each id once `persist` has returned; the
+        // crash test kills it with SIGKILL. Not a product: only the tests use it.
+        .executableTarget(
+            name: "QueuePersistenceCrashHelper",
+            dependencies: [
+                "QueuePersistence",
+                .product(name: "QueueCore", package: "QueueCore"),
+            ]
+        ),
         .testTarget(
             name: "QueuePersistenceTests",
             dependencies: [
                 "QueuePersistence",
                 "QueuePersistenceTesting",
+                // Listed so that `swift test` builds the helper binary next to the tests.
+                "QueuePersistenceCrashHelper",
+                .product(name: "QueueCore", package: "QueueCore"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncPrimitivesTesting", package: "AsyncPrimitives"),
             ]
         ),

@@ -1,0 +1,173 @@
+public import Foundation
+public import Logging
+public import QueueCore
+import Synchronization
+
+/// Stores a queue's jobs on the local file system, one crash-safe file per job.
+///
+/// ```swift
+/// let name = "Observation Upload Queue"
+/// let persister = FileBasedPersister(handling: ObservationUploadJob.self, queueName: name)
+/// let queue = try JobQueue(handling: ObservationUploadJob.self, name: name, persister: persister)
+/// ```
+///
+/// Files go to `<root>/<sanitized queue name>/`, where the root is, by default,
+/// `$XDG_DATA_HOME/QueueKit/Queues` (or `~/.local/share/QueueKit/Queues`) on Linux and
+/// `~/Library/Application Support/QueueKit/Queues` on Apple platforms. "Observation Upload
+/// Queue" becomes the folder `Observation-Upload-Queue`; no queue name can reach outside
+/// the root.
+///
+/// Every write is atomic and durable: a temporary file is written and flushed (`fsync`),
+/// renamed over its final name, and the folder is flushed, before `persist` returns. A job
+/// whose `persist` returned survives `kill -9` and power loss. `load()` returns jobs in the
+/// order they were first persisted. A file that cannot be decoded is moved to the folder's
+/// `corrupt/` sub-folder, listed in ``loadIssues`` and logged, and every other job loads.
+///
+/// One process should own a folder; persisters of the same folder within a process share
+/// their state, so they may be created and dropped freely.
+public final class FileBasedPersister<JobType: QueueJob>: JobPersister, Sendable {
+    /// The queue name as given.
+    public let queueName: String
+    private let store: Result<FileJobStore, PersistenceError>
+    private let logger: Logger
+    private let issues = Mutex<[PersistenceError]>([])
+
+    /// Creates a persister for `queueName` in the platform's default folder.
+    ///
+    /// Never throws and never crashes: when the default folder cannot be determined or
+    /// created (no `HOME`, a read-only disk), the first ``persist(_:)``, ``delete(_:)`` or
+    /// ``load()`` throws a ``PersistenceError`` with code `.storageUnavailable`.
+    /// - Parameters:
+    ///   - handling: The job type stored.
+    ///   - queueName: The queue's name; sanitized into one folder name.
+    ///   - logger: Where corrupt files are reported; silent by default.
+    public convenience init(
+        handling: JobType.Type,
+        queueName: String,
+        logger: Logger = Logger(label: "QueueKit.FileBasedPersister", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) {
+        let root: Result<URL, PersistenceError>
+        do {
+            root = .success(try QueueFolder.defaultRoot())
+        } catch {
+            root = .failure(error)
+        }
+        self.init(handling: handling, queueName: queueName, root: root, logger: logger)
+    }
+
+    /// Creates a persister whose files go to `directory/<sanitized queue name>/`.
+    ///
+    /// Several queues may share one `directory`: each gets its own sub-folder.
+    /// - Parameters:
+    ///   - handling: The job type stored.
+    ///   - queueName: The queue's name; sanitized into one folder name.
+    ///   - directory: A file URL of the folder that holds the queue folders; created if missing.
+    ///   - logger: Where corrupt files are reported; silent by default.
+    public convenience init(
+        handling: JobType.Type,
+        queueName: String,
+        directory: URL,
+        logger: Logger = Logger(label: "QueueKit.FileBasedPersister", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) {
+        self.init(handling: handling, queueName: queueName, root: .success(directory), logger: logger)
+    }
+
+    private init(handling: JobType.Type, queueName: String, root: Result<URL, PersistenceError>, logger: Logger) {
+        self.queueName = queueName
+        self.logger = logger
+        self.store = root.map { root in
+            FileJobStore.shared(
+                directory: root.appendingPathComponent(QueueFolder.sanitize(queueName), isDirectory: true)
+            )
+        }
+        // Create the folder now so that it exists; a failure is reported by the first call.
+        if case .success(let store) = store {
+            try? store.open(readID: JobCodec.id(from:))
+        }
+    }
+
+    /// The folder that holds this queue's job files, or `nil` when the default location
+    /// could not be determined.
+    public var directory: URL? {
+        guard case .success(let store) = store else { return nil }
+        return URL(fileURLWithPath: store.directory, isDirectory: true)
+    }
+
+    /// The folder name a queue name becomes: "Observation Upload Queue" ->
+    /// "Observation-Upload-Queue". Names with characters other than letters, digits, `-`,
+    /// `_`, `.` and spaces get a hash suffix, so different names never share a folder.
+    /// - Parameter queueName: A queue name.
+    /// - Returns: One safe path component.
+    public static func folderName(forQueueName queueName: String) -> String {
+        QueueFolder.sanitize(queueName)
+    }
+
+    /// The platform's default root folder for queues (`…/QueueKit/Queues`).
+    /// - Returns: The folder's file URL.
+    /// - Throws: ``PersistenceError`` `.storageUnavailable` when it cannot be determined.
+    public static func defaultRootDirectory() throws(PersistenceError) -> URL {
+        try QueueFolder.defaultRoot()
+    }
+
+    /// The problems the most recent ``load()`` met: one `.corruptJob` error per file that
+    /// was moved to `corrupt/`; empty when every file loaded.
+    public var loadIssues: [PersistenceError] {
+        issues.withLock { $0 }
+    }
+
+    private func openStore() throws(PersistenceError) -> FileJobStore {
+        try store.get()
+    }
+
+    /// Stores `jobs` durably, in order, after every job already stored; a job whose `id` is
+    /// already stored is replaced and keeps its place.
+    /// - Parameter jobs: The jobs to store.
+    /// - Throws: ``PersistenceError`` (`.storageUnavailable`, `.encodingFailed`, `.writeFailed`).
+    public func persist(_ jobs: [JobType]) throws {
+        let store = try openStore()
+        var encoded: [(id: String, payload: Data)] = []
+        encoded.reserveCapacity(jobs.count)
+        for job in jobs {
+            encoded.append((job.id, try JobCodec.encode(job)))
+        }
+        try store.persist(encoded, readID: JobCodec.id(from:))
+    }
+
+    /// Deletes the stored copy of `job`; a job that is not stored is ignored.
+    /// - Parameter job: The job to delete (matched by `id`).
+    /// - Throws: ``PersistenceError`` (`.storageUnavailable`, `.deleteFailed`).
+    public func delete(_ job: JobType) throws {
+        try openStore().delete(id: job.id, readID: JobCodec.id(from:))
+    }
+
+    /// Returns every stored job in the order it was first persisted.
+    ///
+    /// Files that cannot be decoded are moved to `corrupt/` and reported in ``loadIssues``
+    /// instead of failing the load.
+    /// - Returns: The stored jobs, oldest first.
+    /// - Throws: ``PersistenceError`` when the folder itself cannot be read.
+    public func load() throws -> [JobType] {
+        let decoder = JSONDecoder()
+        let (jobs, found) = try openStore().load(
+            decode: { (data: Data) throws(PersistenceError) -> (id: String, job: JobType) in
+                let job = try JobCodec.decode(JobType.self, from: data, decoder: decoder)
+                return (job.id, job)
+            },
+            logger: logger
+        )
+        issues.withLock { $0 = found }
+        return jobs
+    }
+
+    /// Deletes every stored job of this queue, then calls `completion` with the error, if any.
+    /// Files in `corrupt/` are kept.
+    /// - Parameter completion: Called once, on the calling thread, before `clear` returns.
+    public func clear(completion: (@Sendable ((any Error)?) -> Void)?) {
+        do {
+            try openStore().clear(readID: JobCodec.id(from:))
+            completion?(nil)
+        } catch {
+            completion?(error)
+        }
+    }
+}

@@ -1,0 +1,66 @@
+/// The one error type that QueuePersistence throws or reports.
+///
+/// Match on ``code``; ``message`` says what happened and what to do; ``path`` names the file
+/// or folder concerned, when there is one; ``underlying`` keeps the cause (a POSIX error,
+/// a GRDB `DatabaseError`, a `DecodingError`).
+public struct PersistenceError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure this is.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+
+        private init(_ name: String) {
+            self.name = name
+        }
+
+        /// The folder that holds the jobs could not be determined or created.
+        public static let storageUnavailable = Code("storageUnavailable")
+        /// Writing a job to storage failed; the job is not stored.
+        public static let writeFailed = Code("writeFailed")
+        /// Deleting a job or clearing the store failed.
+        public static let deleteFailed = Code("deleteFailed")
+        /// Reading the stored jobs failed.
+        public static let readFailed = Code("readFailed")
+        /// A job could not be encoded for storage.
+        public static let encodingFailed = Code("encodingFailed")
+        /// A stored job could not be decoded (an empty, truncated or foreign file or row).
+        /// ``FileBasedPersister`` moves such a file to its `corrupt/` folder.
+        public static let corruptJob = Code("corruptJob")
+        /// The file is not a SQLite database, or the database is damaged.
+        public static let corruptDatabase = Code("corruptDatabase")
+        /// The database was written by a newer QueuePersistence whose schema this version
+        /// does not know.
+        public static let incompatibleSchema = Code("incompatibleSchema")
+
+        public var description: String { name }
+    }
+
+    /// What kind of failure this is.
+    public let code: Code
+    /// What happened and what to do about it.
+    public let message: String
+    /// The file or folder concerned, if any.
+    public let path: String?
+    /// The error that caused this one, if any.
+    public let underlying: (any Error)?
+
+    /// Creates an error with a code, a message a user can act on, an optional path and cause.
+    ///
+    /// - Parameters:
+    ///   - code: What kind of failure this is.
+    ///   - message: What happened and what to do about it.
+    ///   - path: The file or folder concerned, if any.
+    ///   - underlying: The error that caused this one, if any.
+    public init(code: Code, message: String, path: String? = nil, underlying: (any Error)? = nil) {
+        self.code = code
+        self.message = message
+        self.path = path
+        self.underlying = underlying
+    }
+
+    public var description: String {
+        if let underlying {
+            return "\(code): \(message) (\(underlying))"
+        }
+        return "\(code): \(message)"
+    }
+}

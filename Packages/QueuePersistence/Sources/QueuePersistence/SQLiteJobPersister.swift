@@ -1,0 +1,168 @@
+import Foundation
+public import Logging
+public import QueueCore
+import Synchronization
+
+/// How hard SQLite works to keep a commit across a power loss.
+public enum SQLiteJobPersisterSynchronous: Hashable, Sendable {
+    /// `PRAGMA synchronous = FULL`: every commit is flushed to disk before it returns. A job
+    /// whose `persist` returned survives `kill -9` and power loss. The default.
+    case full
+    /// `PRAGMA synchronous = NORMAL`: commits survive `kill -9`, but the last ones may be
+    /// lost on power loss; faster, since the log is flushed only at checkpoints.
+    case normal
+}
+
+/// The tunables of a ``SQLiteJobPersister``; every field has a default.
+public struct SQLiteJobPersisterConfiguration: Sendable {
+    /// Durability of commits; `.full` by default.
+    public var synchronous: SQLiteJobPersisterSynchronous
+    /// How long a write waits for another process's write lock before failing.
+    public var busyTimeout: Duration
+    /// At most this many concurrent `persist`/`delete` calls share one commit.
+    public var maximumBatchSize: Int
+    /// Where undecodable rows are reported; silent by default.
+    public var logger: Logger
+
+    /// Creates a configuration.
+    /// - Parameters:
+    ///   - synchronous: Durability of commits; `.full` by default.
+    ///   - busyTimeout: How long to wait for another process's write lock; 5 s by default.
+    ///   - maximumBatchSize: At most this many callers share a commit; 1,024 by default.
+    ///   - logger: Where problems are reported; silent by default.
+    public init(
+        synchronous: SQLiteJobPersisterSynchronous = .full,
+        busyTimeout: Duration = .seconds(5),
+        maximumBatchSize: Int = 1024,
+        logger: Logger = Logger(label: "QueueKit.SQLiteJobPersister", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) {
+        self.synchronous = synchronous
+        self.busyTimeout = busyTimeout
+        self.maximumBatchSize = maximumBatchSize
+        self.logger = logger
+    }
+}
+
+/// Stores a queue's jobs in a SQLite database (through GRDB); many queues may share one file.
+///
+/// ```swift
+/// let persister = try SQLiteJobPersister(handling: CuteJob.self, queueName: "uploads", path: "/var/lib/app/jobs.sqlite")
+/// let queue = try JobQueue(handling: CuteJob.self, name: "uploads", persister: persister)
+/// ```
+///
+/// The database runs in WAL mode with `synchronous = FULL` unless
+/// ``SQLiteJobPersisterConfiguration/synchronous`` says `.normal`: when `persist` returns, the
+/// jobs are on disk. Concurrent `persist` and `delete` calls from many threads share commits
+/// (group commit): each caller returns once its own jobs are durable, but one `fsync` serves
+/// everyone who arrived while the previous commit was running. Jobs load in the order they
+/// were first persisted. The schema is created by GRDB migrations; a file written by a newer
+/// QueuePersistence is refused with ``PersistenceError/Code/incompatibleSchema``, and a file
+/// that is not a database with ``PersistenceError/Code/corruptDatabase``.
+public final class SQLiteJobPersister<JobType: QueueJob>: JobPersister, Sendable {
+    /// This persister's durability and tuning.
+    public typealias Configuration = SQLiteJobPersisterConfiguration
+
+    /// The queue whose jobs this persister stores.
+    public let queueName: String
+    /// The database file.
+    public let path: String
+    private let store: SQLiteJobStore
+    private let logger: Logger
+    private let issues = Mutex<[PersistenceError]>([])
+
+    /// Opens (creating if needed) the database at `path` and stores `queueName`'s jobs in it.
+    ///
+    /// - Parameters:
+    ///   - handling: The job type stored.
+    ///   - queueName: The queue; other queues may use the same file.
+    ///   - path: The database file; its folder is created if missing.
+    ///   - configuration: Durability and tuning; `synchronous = FULL` by default.
+    /// - Throws: ``PersistenceError``: `.corruptDatabase` when the file is not a SQLite
+    ///   database, `.incompatibleSchema` when a newer library wrote it, `.storageUnavailable`
+    ///   when it cannot be opened or created.
+    public init(
+        handling: JobType.Type,
+        queueName: String,
+        path: String,
+        configuration: Configuration = Configuration()
+    ) throws {
+        self.queueName = queueName
+        self.store = try SQLiteJobStore.shared(path: path, configuration: configuration)
+        self.path = store.path
+        self.logger = configuration.logger
+    }
+
+    /// The problems the most recent ``load()`` met: one `.corruptJob` error per stored row that
+    /// could not be decoded (it is kept in the database and skipped).
+    public var loadIssues: [PersistenceError] {
+        issues.withLock { $0 }
+    }
+
+    /// Stores `jobs` durably, in order, after every job already stored, in one transaction; a
+    /// job whose `id` is already stored is replaced and keeps its place.
+    /// - Parameter jobs: The jobs to store.
+    /// - Throws: ``PersistenceError`` (`.encodingFailed`, `.writeFailed`, `.corruptDatabase`);
+    ///   then none of the jobs is stored.
+    public func persist(_ jobs: [JobType]) throws {
+        guard !jobs.isEmpty else { return }
+        var encoded: [(id: String, payload: Data)] = []
+        encoded.reserveCapacity(jobs.count)
+        for job in jobs {
+            encoded.append((job.id, try JobCodec.encode(job)))
+        }
+        try store.submit(.upsert(queue: queueName, jobs: encoded))
+    }
+
+    /// Deletes the stored copy of `job`, durably; a job that is not stored is ignored.
+    /// - Parameter job: The job to delete (matched by `id`).
+    /// - Throws: ``PersistenceError`` (`.writeFailed`, `.corruptDatabase`).
+    public func delete(_ job: JobType) throws {
+        try store.submit(.delete(queue: queueName, id: job.id))
+    }
+
+    /// Returns every stored job of this queue in the order it was first persisted.
+    ///
+    /// A row that cannot be decoded is skipped, kept, logged and listed in ``loadIssues``.
+    /// - Returns: The stored jobs, oldest first.
+    /// - Throws: ``PersistenceError`` (`.readFailed`, `.corruptDatabase`).
+    public func load() throws -> [JobType] {
+        let decoder = JSONDecoder()
+        var jobs: [JobType] = []
+        var found: [PersistenceError] = []
+        var position = 0
+        try store.forEachPayload(queue: queueName) { payload in
+            position += 1
+            do {
+                jobs.append(try JobCodec.decode(JobType.self, from: payload, decoder: decoder))
+            } catch {
+                logger.error(
+                    "Undecodable job row skipped",
+                    metadata: ["queue": "\(queueName)", "position": "\(position)", "error": "\(error)"]
+                )
+                found.append(
+                    PersistenceError(
+                        code: .corruptJob,
+                        message: "Stored job number \(position) of queue \(queueName) could not be decoded as "
+                            + "\(JobType.self); it was kept in the database and skipped.",
+                        path: path,
+                        underlying: error
+                    )
+                )
+            }
+        }
+        issues.withLock { $0 = found }
+        return jobs
+    }
+
+    /// Deletes every stored job of this queue (other queues in the file are kept), then calls
+    /// `completion` with the error, if any.
+    /// - Parameter completion: Called once, on the calling thread, before `clear` returns.
+    public func clear(completion: (@Sendable ((any Error)?) -> Void)?) {
+        do {
+            try store.submit(.clear(queue: queueName))
+            completion?(nil)
+        } catch {
+            completion?(error)
+        }
+    }
+}

@@ -1,0 +1,223 @@
+import Foundation
+import GRDB
+import Synchronization
+
+/// One SQLite file shared by every ``SQLiteJobPersister`` of a process that opens it with
+/// the same durability: one connection pool, one group-commit writer.
+final class SQLiteJobStore: Sendable {
+    enum Operation: Sendable {
+        case upsert(queue: String, jobs: [(id: String, payload: Data)])
+        case delete(queue: String, id: String)
+        case clear(queue: String)
+    }
+
+    /// The schema this library writes. A file whose recorded version is higher was written by
+    /// a newer QueuePersistence and is refused.
+    static let schemaVersion = 1
+    static let migrationPrefix = "QueuePersistence."
+    static let jobTable = "queuePersistenceJob"
+    static let metaTable = "queuePersistenceMeta"
+
+    let path: String
+    let pool: DatabasePool
+    private let writer: GroupCommitWriter<Operation>
+
+    private struct Key: Hashable {
+        let path: String
+        let synchronous: SQLiteJobPersisterSynchronous
+    }
+
+    private struct WeakStore: Sendable {
+        weak var store: SQLiteJobStore?
+    }
+
+    private static let stores = Mutex<[Key: WeakStore]>([:])
+
+    /// The store of `path` in this process, opened (and migrated) on first use.
+    static func shared(path: String, configuration: SQLiteJobPersisterConfiguration) throws(PersistenceError) -> SQLiteJobStore {
+        let canonical = URL(fileURLWithPath: path).standardizedFileURL.path
+        let key = Key(path: canonical, synchronous: configuration.synchronous)
+        return try stores.withLock { stores throws(PersistenceError) in
+            if let store = stores[key]?.store { return store }
+            stores = stores.filter { $0.value.store != nil }
+            let store = try SQLiteJobStore(path: canonical, configuration: configuration)
+            stores[key] = WeakStore(store: store)
+            return store
+        }
+    }
+
+    private init(path: String, configuration: SQLiteJobPersisterConfiguration) throws(PersistenceError) {
+        self.path = path
+        var grdb = Configuration()
+        grdb.busyMode = .timeout(
+            Double(configuration.busyTimeout.components.seconds)
+                + Double(configuration.busyTimeout.components.attoseconds) / 1e18
+        )
+        grdb.label = "QueuePersistence"
+        let pool: DatabasePool
+        do {
+            let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
+            try DurableFile.makeDirectory(directory)
+            pool = try DatabasePool(path: path, configuration: grdb)
+            // GRDB sets synchronous=NORMAL when it turns WAL on; set ours afterwards on the
+            // one writer connection.
+            let pragma = configuration.synchronous == .full ? "FULL" : "NORMAL"
+            try pool.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA synchronous = \(pragma)")
+            }
+        } catch {
+            throw Self.translate(error, path: path, action: "opened")
+        }
+        try Self.migrate(pool, path: path)
+        self.pool = pool
+        self.writer = GroupCommitWriter(maximumBatchSize: configuration.maximumBatchSize) { operations throws(PersistenceError) in
+            do {
+                try pool.writeWithoutTransaction { db in
+                    try db.inTransaction(.immediate) {
+                        try Self.apply(operations, in: db)
+                        return .commit
+                    }
+                }
+            } catch {
+                throw Self.translate(error, path: path, action: "written")
+            }
+        }
+    }
+
+    // MARK: - Schema
+
+    private static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration(migrationPrefix + "v1") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE \(jobTable) (
+                        sequence INTEGER PRIMARY KEY,
+                        queueName TEXT NOT NULL,
+                        jobID TEXT NOT NULL,
+                        payload BLOB NOT NULL,
+                        UNIQUE (queueName, jobID)
+                    );
+                    CREATE INDEX \(jobTable)_order ON \(jobTable) (queueName, sequence);
+                    CREATE TABLE \(metaTable) (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+                    INSERT INTO \(metaTable) (key, value) VALUES ('schemaVersion', 1);
+                    """
+            )
+        }
+        return migrator
+    }
+
+    /// Refuses a file written by a newer library, then applies our missing migrations.
+    private static func migrate(_ pool: DatabasePool, path: String) throws(PersistenceError) {
+        let migrator = Self.migrator
+        do {
+            let (unknown, recorded) = try pool.read { db -> ([String], Int?) in
+                let applied = try migrator.appliedIdentifiers(db)
+                let known = Set(migrator.migrations)
+                let unknown = applied.filter { $0.hasPrefix(migrationPrefix) && !known.contains($0) }.sorted()
+                var recorded: Int?
+                if try db.tableExists(metaTable) {
+                    recorded = try Int.fetchOne(db, sql: "SELECT value FROM \(metaTable) WHERE key = 'schemaVersion'")
+                }
+                return (unknown, recorded)
+            }
+            if !unknown.isEmpty || (recorded ?? 0) > schemaVersion {
+                throw PersistenceError(
+                    code: .incompatibleSchema,
+                    message: "The database was written by a newer QueuePersistence (schema version "
+                        + "\(recorded.map(String.init) ?? "?"), migrations \(unknown)); this version reads schema "
+                        + "\(schemaVersion). Upgrade QueuePersistence or use another file.",
+                    path: path
+                )
+            }
+            try migrator.migrate(pool)
+        } catch let error as PersistenceError {
+            throw error
+        } catch {
+            throw translate(error, path: path, action: "migrated")
+        }
+    }
+
+    // MARK: - Writing
+
+    private static func apply(_ operations: [Operation], in db: Database) throws {
+        for operation in operations {
+            switch operation {
+            case .upsert(let queue, let jobs):
+                let statement = try db.cachedStatement(
+                    sql: """
+                        INSERT INTO \(jobTable) (queueName, jobID, payload) VALUES (?, ?, ?)
+                        ON CONFLICT (queueName, jobID) DO UPDATE SET payload = excluded.payload
+                        """
+                )
+                for job in jobs {
+                    try statement.execute(arguments: [queue, job.id, job.payload])
+                }
+            case .delete(let queue, let id):
+                try db.cachedStatement(sql: "DELETE FROM \(jobTable) WHERE queueName = ? AND jobID = ?")
+                    .execute(arguments: [queue, id])
+            case .clear(let queue):
+                try db.execute(sql: "DELETE FROM \(jobTable) WHERE queueName = ?", arguments: [queue])
+            }
+        }
+    }
+
+    /// Commits `operation` durably, sharing the commit with concurrent callers.
+    func submit(_ operation: Operation) throws(PersistenceError) {
+        try writer.submit(operation)
+    }
+
+    // MARK: - Reading
+
+    /// Streams the queue's payloads in order to `body`, without holding them all in memory.
+    func forEachPayload(queue: String, _ body: (Data) throws -> Void) throws(PersistenceError) {
+        do {
+            try pool.read { db in
+                let rows = try Row.fetchCursor(
+                    db,
+                    sql: "SELECT payload FROM \(Self.jobTable) WHERE queueName = ? ORDER BY sequence",
+                    arguments: [queue]
+                )
+                while let row = try rows.next() {
+                    let payload: Data = row[0]
+                    try body(payload)
+                }
+            }
+        } catch let error as PersistenceError {
+            throw error
+        } catch {
+            throw Self.translate(error, path: path, action: "read")
+        }
+    }
+
+    /// Turns a GRDB or POSIX error into a ``PersistenceError`` a user can act on.
+    static func translate(_ error: any Error, path: String, action: String) -> PersistenceError {
+        if let error = error as? PersistenceError { return error }
+        if let error = error as? DatabaseError {
+            switch error.resultCode {
+            case .SQLITE_NOTADB, .SQLITE_CORRUPT:
+                return PersistenceError(
+                    code: .corruptDatabase,
+                    message: "The file is not a SQLite database or is damaged, so it could not be \(action); "
+                        + "restore it from a backup or move it aside.",
+                    path: path,
+                    underlying: error
+                )
+            default:
+                break
+            }
+        }
+        let code: PersistenceError.Code
+        switch action {
+        case "written": code = .writeFailed
+        case "read": code = .readFailed
+        default: code = .storageUnavailable
+        }
+        return PersistenceError(
+            code: code,
+            message: "The job database could not be \(action); check the path, free space and permissions.",
+            path: path,
+            underlying: error
+        )
+    }
+}
