@@ -99,7 +99,7 @@ public class FutureResult<Value: Sendable>: @unchecked Sendable {
     ///   - handler: Receives `.success(value)` or `.failure(error)`.
     public func then(
         upon queue: DispatchQueue = CallbackQueue.default,
-        handleResult handler: @escaping @Sendable (Result<Value, any Error>) -> Void
+        handleResult handler: @escaping ResultHandler<Value>
     ) {
         observe(Callback(queue: queue, body: handler))
     }

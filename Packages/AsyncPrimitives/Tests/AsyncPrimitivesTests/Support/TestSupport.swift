@@ -1,0 +1,56 @@
+import Dispatch
+import Synchronization
+
+
+/// A thread-safe list that test callbacks append to.
+final class EventLog<Element: Sendable>: Sendable {
+    private let storage = Mutex<[Element]>([])
+
+    func append(_ element: Element) {
+        storage.withLock { $0.append(element) }
+    }
+
+    var values: [Element] {
+        storage.withLock { $0 }
+    }
+}
+
+private let queueNameKey = DispatchSpecificKey<String>()
+
+/// A serial or concurrent queue that ``currentQueueName()`` recognises.
+func namedQueue(_ name: String, concurrent: Bool = false) -> DispatchQueue {
+    let queue = DispatchQueue(label: name, attributes: concurrent ? [.concurrent] : [])
+    queue.setSpecific(key: queueNameKey, value: name)
+    return queue
+}
+
+/// The name of the ``namedQueue(_:concurrent:)`` running the caller, if any.
+func currentQueueName() -> String? {
+    DispatchQueue.getSpecific(key: queueNameKey)
+}
+
+/// An object whose lifetime a test watches through a weak reference.
+final class Tracked: Sendable {
+    let name: String
+
+    init(_ name: String) {
+        self.name = name
+    }
+}
+
+/// A weak reference that is safe to read from any thread.
+final class WeakBox<Object: AnyObject & Sendable>: Sendable {
+    private let storage: Mutex<Weak>
+
+    private struct Weak: ~Copyable {
+        weak var object: Object?
+    }
+
+    init(_ object: Object) {
+        storage = Mutex(Weak(object: object))
+    }
+
+    var object: Object? {
+        storage.withLock { $0.object }
+    }
+}
