@@ -24,6 +24,11 @@ func namedQueue(_ name: String, concurrent: Bool = false) -> DispatchQueue {
     return queue
 }
 
+/// Makes ``currentQueueName()`` return `"main"` on the main queue.
+func nameMainQueue() {
+    DispatchQueue.main.setSpecific(key: queueNameKey, value: "main")
+}
+
 /// The name of the ``namedQueue(_:concurrent:)`` running the caller, if any.
 func currentQueueName() -> String? {
     DispatchQueue.getSpecific(key: queueNameKey)
