@@ -1,0 +1,696 @@
+import Dispatch
+public import Foundation
+import Synchronization
+
+/// A chain of commands that run one after another, each on the queue it names.
+///
+/// Add commands with `doInBackground`, `doInUtility`, `doInMain` or `doInCustom` (or the
+/// static `Job.doingInBackground` and friends, which create an `.auto` job); every command
+/// returns the job, so chains compose. A command starts only after the previous one has
+/// finished, even when the two run on different queues, and `delay:` counts from that moment.
+///
+/// ```swift
+/// let job = Job.doingInBackground {
+///     // action 1, on a background thread
+/// }.doInMain {
+///     // action 2, on the main queue, after action 1
+/// }
+/// try await job.idle()
+/// ```
+///
+/// A job has a lifecycle (``State``): a command that throws stops the job, stays first in
+/// the chain and is retried by ``resume()``; ``suspend()`` stops it after the running
+/// command; ``cancel()`` drops what has not started. Subclasses override the lifecycle
+/// callbacks (``willStart()`` … ``willEject()``). No lock is held while a command or a
+/// callback runs.
+///
+/// A job is `Sendable`: use it from any thread. It keeps itself alive while it has work in
+/// flight, so a chain whose result is ignored (`Job.doingInBackground { … }`) runs to its
+/// end and is then freed (``willEject()`` runs).
+// `Job` is `open` so that subclasses can override the lifecycle callbacks (the seed's
+// `MyJob`), and a non-final class cannot be checked `Sendable`. It is safe: every stored
+// property is a `let` of a `Sendable` type and all mutable state lives in the `Mutex` `core`;
+// a subclass that adds mutable state must protect it the same way.
+open class Job: @unchecked Sendable {
+    /// How a new job treats the commands added to it.
+    public enum Mode: Sendable, Equatable {
+        /// The job starts as ``State/paused``: adding a command launches it at once.
+        case auto
+        /// The job starts as ``State/stopped``: commands wait for ``Job/resume()``.
+        case manual
+    }
+
+    /// Where a job is in its lifecycle.
+    public enum State: Sendable, Equatable, CustomStringConvertible {
+        /// Not alive: the state before creation and after the job is freed.
+        case ejected
+        /// Idle: no command is running and a new command starts at once.
+        case paused
+        /// Halted: by ``Job/Mode/manual``, by ``Job/suspend()`` or by a failed command;
+        /// commands wait for ``Job/resume()``.
+        case stopped
+        /// Running the first command of its chain (or waiting for its `delay:`).
+        case started
+        /// The first command succeeded and was removed; the job picks the next one.
+        case finished
+        /// ``Job/suspend()`` was called while a command ran; the job stops when it ends.
+        case interrupted
+
+        /// The state's name.
+        public var description: String {
+            switch self {
+            case .ejected: "ejected"
+            case .paused: "paused"
+            case .stopped: "stopped"
+            case .started: "started"
+            case .finished: "finished"
+            case .interrupted: "interrupted"
+            }
+        }
+    }
+
+    enum Callback: Sendable {
+        case willStart, didStart, didFinish, willPause, didPause, didInterrupt, willStop, didStop
+    }
+
+    /// Something to do outside the lock, in the order the state machine decided it.
+    enum Step: Sendable {
+        case callback(Callback)
+        case publish(State)
+        case execute(Execution)
+        case wake([Waiter])
+    }
+
+    enum Phase: Sendable {
+        case none
+        case delaying(UInt64)
+        case running
+    }
+
+    /// Where the delivering thread is: a worker that may run the next sync command inline.
+    enum Context: Sendable {
+        case caller
+        case worker(DispatchQoS.QoSClass)
+    }
+
+    struct Waiter: Sendable {
+        let id: UInt64
+        let resume: @Sendable (_ timedOut: Bool) -> Void
+    }
+
+    struct Core: Sendable {
+        /// The state decisions are based on.
+        var state: State
+        /// The state readers see; it follows `state` in callback order.
+        var published: State
+        var commands = CommandList()
+        var mainPending = 0
+        /// A command is running or waiting for its delay: the job is not at rest.
+        var driving = false
+        var phase = Phase.none
+        var attempt: UInt64 = 0
+        var delayTask: Task<Void, Never>?
+        var error: (any Error)?
+        var waiters: [Waiter] = []
+        var nextWaiterID: UInt64 = 0
+        var cancelledWaiters: Set<UInt64> = []
+        var steps: [Step] = []
+        var delivering = false
+    }
+
+    let core: Mutex<Core>
+    private let sleep: @Sendable (Duration) async throws -> Void
+
+    /// Creates a job.
+    ///
+    /// - Parameters:
+    ///   - mode: `.auto` (the default) starts commands as they are added; `.manual` waits
+    ///     for ``resume()``.
+    ///   - clock: The clock that `delay:` and the timeouts of ``await(_:)`` count on.
+    ///     Tests pass a manual clock.
+    public init(mode: Mode = .auto, clock: some Clock<Duration> = ContinuousClock()) {
+        let initial: State = mode == .auto ? .paused : .stopped
+        self.core = Mutex(Core(state: initial, published: initial))
+        self.sleep = { duration in try await clock.sleep(for: duration) }
+    }
+
+    deinit {
+        core.withLock { core in
+            core.state = .ejected
+            core.published = .ejected
+        }
+        willEject()
+    }
+
+    // MARK: - State
+
+    /// The job's current lifecycle state.
+    public var state: State {
+        core.withLock { $0.published }
+    }
+
+    /// The error of the command that stopped the job, or `nil`.
+    ///
+    /// It stays until ``resume()`` retries the command.
+    ///
+    /// - Returns: The error thrown by the failed command (a ``JobChainError`` when the job
+    ///   itself could not run it, an unknown queue tag say), or `nil`.
+    public func error() -> (any Error)? {
+        core.withLock { $0.error }
+    }
+
+    // MARK: - Lifecycle callbacks
+
+    /// Called before the job starts its first pending command. Does nothing unless overridden.
+    open func willStart() {}
+    /// Called after the job moved to ``State/started``, before the command runs.
+    open func didStart() {}
+    /// Called after a command succeeded and was removed from the chain.
+    open func didFinish() {}
+    /// Called when the chain has run out of commands, before the job moves to ``State/paused``.
+    open func willPause() {}
+    /// Called after the job moved to ``State/paused``.
+    open func didPause() {}
+    /// Called after ``suspend()`` interrupted a running command; the job stops when it ends.
+    open func didInterrupt() {}
+    /// Called before the job moves to ``State/stopped`` (suspended, or a command failed).
+    open func willStop() {}
+    /// Called after the job moved to ``State/stopped``.
+    open func didStop() {}
+    /// Called when the job is being freed: nothing references it and no work is in flight.
+    ///
+    /// It runs during deinitialization: do not keep a reference to the job.
+    open func willEject() {}
+
+    // MARK: - Control
+
+    /// Starts a stopped job: retries the failed command, or runs the commands a manual or
+    /// suspended job holds. A job with no commands moves to ``State/paused``.
+    ///
+    /// Resuming an ``State/interrupted`` job takes back the suspension: the chain goes on.
+    /// Otherwise it does nothing.
+    public func resume() {
+        let deliver = core.withLock { core -> Bool in
+            switch core.state {
+            case .stopped:
+                core.error = nil
+                if core.commands.isEmpty {
+                    Self.pause(&core)
+                } else {
+                    Self.start(&core)
+                }
+            case .interrupted:
+                core.state = .started
+                core.steps.append(.publish(.started))
+            case .ejected, .paused, .started, .finished:
+                break
+            }
+            return Self.claimDelivery(&core)
+        }
+        if deliver { _ = deliverSteps(from: .caller) }
+    }
+
+    /// Stops the job: a paused job stops at once; a running command finishes first (the job
+    /// passes through ``State/interrupted``), and nothing more runs until ``resume()``.
+    ///
+    /// A command still waiting for its `delay:` has not started: the wait is abandoned and
+    /// the command stays first in the chain.
+    public func suspend() {
+        let (deliver, task) = core.withLock { core -> (Bool, Task<Void, Never>?) in
+            var task: Task<Void, Never>?
+            switch core.state {
+            case .paused:
+                Self.stop(&core)
+            case .started:
+                core.steps += [.publish(.interrupted), .callback(.didInterrupt)]
+                if case .delaying = core.phase {
+                    task = core.delayTask
+                    Self.stop(&core)
+                } else {
+                    core.state = .interrupted
+                }
+            case .ejected, .stopped, .finished, .interrupted:
+                break
+            }
+            return (Self.claimDelivery(&core), task)
+        }
+        task?.cancel()
+        if deliver { _ = deliverSteps(from: .caller) }
+    }
+
+    /// Drops every command that has not started; a running command finishes.
+    ///
+    /// A command waiting for its `delay:` has not started and is dropped too.
+    public func cancel() {
+        let (deliver, task) = core.withLock { core -> (Bool, Task<Void, Never>?) in
+            var task: Task<Void, Never>?
+            switch core.phase {
+            case .running:
+                core.commands.removeAllButFirst()
+            case .delaying:
+                task = core.delayTask
+                core.commands.removeAll()
+                if core.state == .interrupted {
+                    Self.stop(&core)
+                } else {
+                    Self.pause(&core)
+                }
+            case .none:
+                core.commands.removeAll()
+            }
+            core.mainPending = core.commands.count { $0.isMain }
+            return (Self.claimDelivery(&core), task)
+        }
+        task?.cancel()
+        if deliver { _ = deliverSteps(from: .caller) }
+    }
+
+    // MARK: - Waiting
+
+    /// Blocks the calling thread until the job is at rest: its last command is done, or it
+    /// stopped (a failed command, ``suspend()``, or a manual job never resumed).
+    ///
+    /// Returns at once when nothing is queued. Called on the main queue while a command
+    /// that must run on the main queue is pending, it returns at once instead of
+    /// deadlocking; use ``waitUntilIdle(timeout:)`` to get an error for that case, or
+    /// ``idle()`` from async code.
+    ///
+    /// Declared with backticks because `await` is a keyword; call it as `job.await()`.
+    ///
+    /// - Returns: The job, so that `let job = Job.doingInBackground { … }.await()` works.
+    @discardableResult
+    public func `await`() -> Self {
+        _ = waitForRest(timeout: nil)
+        return self
+    }
+
+    /// Blocks the calling thread until the job's last command is done or `seconds` have
+    /// passed on the job's clock.
+    ///
+    /// - Parameter seconds: The longest wait. Negative or NaN waits not at all; infinity waits
+    ///   without limit.
+    /// - Returns: `true` when every command was done in time; `false` on timeout, when the job
+    ///   stopped with commands left, or when waiting on the main queue could never end.
+    @discardableResult
+    public func `await`(_ seconds: TimeInterval) -> Bool {
+        guard waitForRest(timeout: Self.timeout(seconds)) == .rest else { return false }
+        return core.withLock { $0.commands.isEmpty }
+    }
+
+    /// Blocks the calling thread until the job is at rest, reporting why it could not.
+    ///
+    /// - Parameter timeout: The longest wait in seconds on the job's clock; `nil` waits
+    ///   without limit.
+    /// - Throws: ``JobChainError/Code/wouldDeadlock`` when called on the main queue while a
+    ///   main-queue command is pending; ``JobChainError/Code/timedOut`` when the time ran out;
+    ///   the failed command's error when the job stopped on one.
+    public func waitUntilIdle(timeout: TimeInterval? = nil) throws {
+        switch waitForRest(timeout: timeout.flatMap(Self.timeout)) {
+        case .rest:
+            break
+        case .timedOut:
+            throw JobChainError(
+                code: .timedOut,
+                message: "The job still had commands running after \(timeout ?? 0) s; wait longer or check for a command that never ends."
+            )
+        case .wouldDeadlock:
+            throw JobChainError(
+                code: .wouldDeadlock,
+                message: "Waiting for the job on the main queue while one of its commands must run on the main queue would never end; wait from another thread or use `try await job.idle()`."
+            )
+        }
+        if let error = core.withLock({ $0.state == .stopped ? $0.error : nil }) {
+            throw error
+        }
+    }
+
+    /// Suspends until the job is at rest: its last command is done, or it stopped.
+    ///
+    /// Returns at once when nothing is queued. Never blocks a thread, so it is safe on the
+    /// main actor while `doInMain` commands are pending.
+    ///
+    /// - Throws: The failed command's error when the job stopped on one;
+    ///   `CancellationError` when the waiting task is cancelled.
+    public func idle() async throws {
+        let id = core.withLock { core -> UInt64 in
+            core.nextWaiterID += 1
+            return core.nextWaiterID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let ready = core.withLock { core -> Bool in
+                    if core.cancelledWaiters.remove(id) != nil || !core.driving { return true }
+                    core.waiters.append(Waiter(id: id) { _ in continuation.resume() })
+                    return false
+                }
+                if ready { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = core.withLock { core -> Waiter? in
+                if let index = core.waiters.firstIndex(where: { $0.id == id }) {
+                    return core.waiters.remove(at: index)
+                }
+                if core.driving { core.cancelledWaiters.insert(id) }
+                return nil
+            }
+            waiter?.resume(false)
+        }
+        try Task.checkCancellation()
+        if let error = core.withLock({ $0.state == .stopped ? $0.error : nil }) {
+            throw error
+        }
+    }
+}
+
+// MARK: - Engine
+
+extension Job {
+    enum RestOutcome: Sendable {
+        case rest, timedOut, wouldDeadlock
+    }
+
+    /// Blocks until the job is at rest, the timeout passes, or waiting could never end.
+    func waitForRest(timeout: Duration?) -> RestOutcome {
+        enum Decision: Equatable { case rest, wouldDeadlock, wait(UInt64) }
+        let onMain = Self.isOnMainQueue
+        let waiter = BlockingWaiter()
+        let decision = core.withLock { core -> Decision in
+            if !core.driving { return .rest }
+            if onMain, core.mainPending > 0 { return .wouldDeadlock }
+            core.nextWaiterID += 1
+            let id = core.nextWaiterID
+            core.waiters.append(Waiter(id: id, resume: waiter.resume))
+            return .wait(id)
+        }
+        guard case .wait(let id) = decision else {
+            return decision == .rest ? .rest : .wouldDeadlock
+        }
+        var timer: Task<Void, Never>?
+        if let timeout {
+            let sleep = self.sleep
+            timer = Task {
+                do { try await sleep(timeout) } catch { return }
+                self.timeOutWaiter(id)
+            }
+        }
+        let timedOut = waiter.wait()
+        timer?.cancel()
+        return timedOut ? .timedOut : .rest
+    }
+
+    private func timeOutWaiter(_ id: UInt64) {
+        let waiter = core.withLock { core -> Waiter? in
+            guard let index = core.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return core.waiters.remove(at: index)
+        }
+        waiter?.resume(true)
+    }
+
+    /// Adds a command; launches it when the job is paused.
+    func enqueue(_ command: Command) {
+        let deliver = core.withLock { core -> Bool in
+            core.commands.append(command)
+            if command.isMain { core.mainPending += 1 }
+            guard !core.driving, core.state == .paused else { return false }
+            Self.start(&core)
+            return Self.claimDelivery(&core)
+        }
+        if deliver { _ = deliverSteps(from: .caller) }
+    }
+
+    /// Moves to `.started` with the first command.
+    private static func start(_ core: inout Core) {
+        guard let command = core.commands.first else { return }
+        core.driving = true
+        core.state = .started
+        core.attempt &+= 1
+        core.phase = command.delay > .zero ? .delaying(core.attempt) : .running
+        core.steps += [
+            .callback(.willStart), .publish(.started), .callback(.didStart),
+            .execute(Execution(command: command, attempt: core.attempt)),
+        ]
+    }
+
+    private static func pause(_ core: inout Core) {
+        core.state = .paused
+        core.steps += [.callback(.willPause), .publish(.paused), .callback(.didPause)]
+        rest(&core)
+    }
+
+    private static func stop(_ core: inout Core) {
+        core.state = .stopped
+        core.steps += [.callback(.willStop), .publish(.stopped), .callback(.didStop)]
+        rest(&core)
+    }
+
+    private static func rest(_ core: inout Core) {
+        core.driving = false
+        core.phase = .none
+        core.delayTask = nil
+        core.cancelledWaiters.removeAll()
+        if !core.waiters.isEmpty {
+            core.steps.append(.wake(core.waiters))
+            core.waiters.removeAll()
+        }
+    }
+
+    /// Makes the caller the one thread that delivers steps, if none is and there are some.
+    private static func claimDelivery(_ core: inout Core) -> Bool {
+        if core.delivering || core.steps.isEmpty { return false }
+        core.delivering = true
+        return true
+    }
+
+    /// Records the outcome of a command and decides what comes next.
+    ///
+    /// - Returns: The next command when it should run inline on this worker thread.
+    private func finish(_ execution: Execution, _ result: Result<Void, any Error>, context: Context) -> Execution? {
+        let deliver = core.withLock { core -> Bool in
+            guard case .running = core.phase, core.attempt == execution.attempt else { return false }
+            switch result {
+            case .success:
+                core.commands.removeFirst()
+                if execution.command.isMain { core.mainPending -= 1 }
+                if core.state == .interrupted {
+                    Self.stop(&core)
+                } else {
+                    core.steps += [.publish(.finished), .callback(.didFinish)]
+                    if core.commands.isEmpty {
+                        Self.pause(&core)
+                    } else {
+                        Self.start(&core)
+                    }
+                }
+            case .failure(let error):
+                core.error = error
+                Self.stop(&core)
+            }
+            return Self.claimDelivery(&core)
+        }
+        return deliver ? deliverSteps(from: context) : nil
+    }
+
+    /// Delivers steps in order until there are none left, outside the lock.
+    ///
+    /// - Returns: A command to run inline on this worker thread, when the last step launches
+    ///   one that may.
+    private func deliverSteps(from context: Context) -> Execution? {
+        while true {
+            let batch = core.withLock { core -> [Step] in
+                var batch: [Step] = []
+                swap(&batch, &core.steps)
+                if batch.isEmpty { core.delivering = false }
+                return batch
+            }
+            if batch.isEmpty { return nil }
+            for (index, step) in batch.enumerated() {
+                switch step {
+                case .callback(let callback):
+                    call(callback)
+                case .publish(let state):
+                    core.withLock { $0.published = state }
+                case .wake(let waiters):
+                    for waiter in waiters { waiter.resume(false) }
+                case .execute(let execution):
+                    if index == batch.count - 1, Self.canInline(execution, context),
+                        core.withLock({ core -> Bool in
+                            guard core.steps.isEmpty else { return false }
+                            core.delivering = false
+                            return true
+                        })
+                    {
+                        return execution
+                    }
+                    launch(execution)
+                }
+            }
+        }
+    }
+
+    private static func canInline(_ execution: Execution, _ context: Context) -> Bool {
+        guard case .worker(let qos) = context, execution.command.place == .global(qos),
+            execution.command.delay == .zero, case .sync = execution.command.body
+        else { return false }
+        return true
+    }
+
+    private func call(_ callback: Callback) {
+        switch callback {
+        case .willStart: willStart()
+        case .didStart: didStart()
+        case .didFinish: didFinish()
+        case .willPause: willPause()
+        case .didPause: didPause()
+        case .didInterrupt: didInterrupt()
+        case .willStop: willStop()
+        case .didStop: didStop()
+        }
+    }
+
+    /// Waits for the command's delay (if any), then runs it.
+    private func launch(_ execution: Execution) {
+        let delay = execution.command.delay
+        guard delay > .zero else {
+            run(execution)
+            return
+        }
+        let sleep = self.sleep
+        let task = Task {
+            do { try await sleep(delay) } catch { return }
+            self.delayElapsed(execution)
+        }
+        let keep = core.withLock { core -> Bool in
+            guard case .delaying(let attempt) = core.phase, attempt == execution.attempt else { return false }
+            core.delayTask = task
+            return true
+        }
+        if !keep { task.cancel() }
+    }
+
+    private func delayElapsed(_ execution: Execution) {
+        let proceed = core.withLock { core -> Bool in
+            guard case .delaying(let attempt) = core.phase, attempt == execution.attempt else { return false }
+            core.phase = .running
+            core.delayTask = nil
+            return true
+        }
+        if proceed { run(execution) }
+    }
+
+    /// Hands the command to its queue.
+    private func run(_ execution: Execution) {
+        let command = execution.command
+        switch (command.place, command.body) {
+        case (.global(let qos), .sync):
+            DispatchQueue.global(qos: qos).async { self.runOnWorker(execution, qos: qos) }
+        case (.main, .sync(let body)):
+            DispatchQueue.main.async {
+                _ = self.finish(execution, Result { try body() }, context: .caller)
+            }
+        case (.global(let qos), .async(let body)):
+            Task(priority: Self.priority(qos)) {
+                _ = self.finish(execution, await Self.capture(body), context: .caller)
+            }
+        case (.main, .async(let body)):
+            Task { @MainActor in
+                _ = self.finish(execution, await Self.capture(body), context: .caller)
+            }
+        case (.custom(let tag), let body):
+            guard let lane = Registry.shared.lane(tag: tag) else {
+                let error = JobChainError(
+                    code: .unknownQueue,
+                    message: "No custom queue is tagged \"\(tag)\"; add it with Job.addQueue(tag:priority:) before a command uses it, then resume() the job."
+                )
+                DispatchQueue.global(qos: .utility).async {
+                    _ = self.finish(execution, .failure(error), context: .caller)
+                }
+                return
+            }
+            lane.submit { done in
+                switch body {
+                case .sync(let body):
+                    lane.queue.async {
+                        let result = Result { try body() }
+                        done()
+                        _ = self.finish(execution, result, context: .caller)
+                    }
+                case .async(let body):
+                    Task(priority: Self.priority(lane.priority)) {
+                        let result = await Self.capture(body)
+                        done()
+                        _ = self.finish(execution, result, context: .caller)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs sync commands on this global-queue thread as long as the next one may run here.
+    private func runOnWorker(_ first: Execution, qos: DispatchQoS.QoSClass) {
+        var next: Execution? = first
+        while let execution = next, case .sync(let body) = execution.command.body {
+            next = finish(execution, Result { try body() }, context: .worker(qos))
+        }
+    }
+
+    private static func capture(_ body: @Sendable () async throws -> Void) async -> Result<Void, any Error> {
+        do {
+            try await body()
+            return .success(())
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    static func priority(_ qos: DispatchQoS.QoSClass) -> TaskPriority {
+        switch qos {
+        case .background: .background
+        case .utility: .utility
+        case .userInitiated: .userInitiated
+        case .userInteractive: .high
+        default: .medium
+        }
+    }
+
+    /// A wait's timeout: negative or NaN is no wait, infinite or huge is no limit.
+    static func timeout(_ seconds: TimeInterval) -> Duration? {
+        if seconds.isNaN || seconds <= 0 { return .zero }
+        if seconds > 1e12 { return nil }
+        return .seconds(seconds)
+    }
+
+    /// A command's delay, or `nil` when it is not a usable number of seconds.
+    static func delay(_ seconds: TimeInterval) -> Duration? {
+        guard seconds.isFinite, seconds >= 0, seconds <= 1e12 else { return nil }
+        return .seconds(seconds)
+    }
+
+    static let mainQueueKey: DispatchSpecificKey<Bool> = {
+        let key = DispatchSpecificKey<Bool>()
+        DispatchQueue.main.setSpecific(key: key, value: true)
+        return key
+    }()
+
+    /// Whether the caller runs on the main thread or on the main queue (on Linux the main
+    /// queue may be drained by another thread).
+    static var isOnMainQueue: Bool {
+        Thread.isMainThread || DispatchQueue.getSpecific(key: mainQueueKey) == true
+    }
+}
+
+/// A thread blocked in `await()` until the job rests or its timeout fires.
+final class BlockingWaiter: Sendable {
+    private let semaphore = DispatchSemaphore(value: 0)
+    private let timedOut = Mutex(false)
+
+    func resume(_ timedOut: Bool) {
+        self.timedOut.withLock { $0 = timedOut }
+        semaphore.signal()
+    }
+
+    /// Blocks until resumed; returns whether the wait timed out.
+    func wait() -> Bool {
+        semaphore.wait()
+        return timedOut.withLock { $0 }
+    }
+}
