@@ -6,14 +6,17 @@ let package = Package(
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .library(name: "AsyncPrimitives", targets: ["AsyncPrimitives"]),
+        .library(name: "ObjectDataSource", targets: ["ObjectDataSource"]),
         .library(name: "AsyncPrimitivesTesting", targets: ["AsyncPrimitivesTesting"]),
     ],
     targets: [
         .target(name: "AsyncPrimitives"),
+        // Depends on AsyncPrimitives only for the package's one error type.
+        .target(name: "ObjectDataSource", dependencies: ["AsyncPrimitives"]),
         .target(name: "AsyncPrimitivesTesting"),
         .testTarget(
             name: "AsyncPrimitivesTests",
-            dependencies: ["AsyncPrimitives", "AsyncPrimitivesTesting"]
+            dependencies: ["AsyncPrimitives", "AsyncPrimitivesTesting", "ObjectDataSource"]
         ),
     ],
     swiftLanguageModes: [.v6]
