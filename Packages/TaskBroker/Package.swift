@@ -21,10 +21,9 @@ let package = Package(
     targets: [
         .target(
             name: "TaskBroker",
+            // QueueCore, QueueRetry and QueuePersistence stay package dependencies (the graph in
+            // DESIGN.md) but this target needs none of their APIs: it talks to GRDB directly.
             dependencies: [
-                .product(name: "QueueCore", package: "QueueCore"),
-                .product(name: "QueueRetry", package: "QueueRetry"),
-                .product(name: "QueuePersistence", package: "QueuePersistence"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -35,11 +34,18 @@ let package = Package(
             name: "TaskBrokerTesting",
             dependencies: ["TaskBroker"]
         ),
+        // A worker process that the crash test kills with SIGKILL at random moments.
+        .executableTarget(
+            name: "TaskBrokerCrashHelper",
+            dependencies: ["TaskBroker"]
+        ),
         .testTarget(
             name: "TaskBrokerTests",
             dependencies: [
                 "TaskBroker",
                 "TaskBrokerTesting",
+                "TaskBrokerCrashHelper",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncPrimitivesTesting", package: "AsyncPrimitives"),
             ]
         ),

@@ -1,0 +1,87 @@
+import Synchronization
+
+/// An unbounded single-consumer inbox: producers post from any thread; the consumer takes
+/// everything posted so far in one go, which is how completions of different queues end up
+/// in one commit.
+final class Mailbox<Item: Sendable>: Sendable {
+    private struct State {
+        var items: [Item] = []
+        var waiter: CheckedContinuation<[Item]?, Never>?
+        var closed = false
+    }
+
+    private let state = Mutex(State())
+
+    /// Adds an item and wakes the consumer. Dropped after ``close()``.
+    func post(_ item: Item) {
+        let waiter = state.withLock { state -> CheckedContinuation<[Item]?, Never>? in
+            guard !state.closed else { return nil }
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return waiter
+            }
+            state.items.append(item)
+            return nil
+        }
+        waiter?.resume(returning: [item])
+    }
+
+    /// Everything posted so far, waiting if there is nothing; `nil` once closed.
+    func next() async -> [Item]? {
+        await withCheckedContinuation { (continuation: CheckedContinuation<[Item]?, Never>) in
+            let ready = state.withLock { state -> [Item]?? in
+                if !state.items.isEmpty {
+                    defer { state.items = [] }
+                    return .some(state.items)
+                }
+                if state.closed { return .some(nil) }
+                state.waiter = continuation
+                return .none
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+
+    /// Stops accepting items; the consumer's next call returns `nil`.
+    func close() {
+        let waiter = state.withLock { state -> CheckedContinuation<[Item]?, Never>? in
+            state.closed = true
+            state.items = []
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: nil)
+    }
+}
+
+/// A one-way gate: ``wait()`` returns once ``open()`` has been called.
+final class Latch: Sendable {
+    private struct State {
+        var isOpen = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state = Mutex(State())
+
+    var isOpen: Bool { state.withLock { $0.isOpen } }
+
+    func open() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.isOpen = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        waiters.forEach { $0.resume() }
+    }
+
+    func wait() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let open = state.withLock { state -> Bool in
+                if state.isOpen { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if open { continuation.resume() }
+        }
+    }
+}

@@ -1,0 +1,287 @@
+import Foundation
+import GRDB
+
+/// The embedded backend: one SQLite file in WAL mode, opened through GRDB.
+///
+/// All writes of one call are one transaction. `synchronous=FULL` (the default) makes every
+/// commit durable before the call returns.
+final class SQLiteTaskStorage: TaskStorage {
+    let pool: DatabasePool
+    let path: String
+
+    private init(pool: DatabasePool, path: String) {
+        self.pool = pool
+        self.path = path
+    }
+
+    static func open(path: String, configuration: TaskDatabase.Configuration) async throws -> SQLiteTaskStorage {
+        var config = GRDB.Configuration()
+        config.label = "TaskBroker"
+        config.busyMode = .timeout(configuration.busyTimeout)
+        let synchronous = configuration.synchronous.pragmaValue
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+        }
+        let pool: DatabasePool
+        do {
+            pool = try DatabasePool(path: path, configuration: config)
+        } catch {
+            throw TaskBrokerError(
+                code: .storageFailed,
+                message: "Could not open the task database at \(path); check that its directory exists and is writable.",
+                underlying: error
+            )
+        }
+        let migrator = Self.migrator
+        let superseded = try await run("read the schema version of \(path)") {
+            try await pool.read { db in try migrator.hasBeenSuperseded(db) }
+        }
+        if superseded {
+            throw TaskBrokerError(
+                code: .incompatibleSchema,
+                message: "The task database at \(path) was written by a newer TaskBroker; open it with that version or a newer one."
+            )
+        }
+        try await run("migrate the task database at \(path)") {
+            try migrator.migrate(pool)
+        }
+        return SQLiteTaskStorage(pool: pool, path: path)
+    }
+
+    /// The schema history. Add migrations; never edit a shipped one.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("taskbroker-v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE taskbroker_action (
+                    collection TEXT NOT NULL,
+                    key TEXT NOT NULL,
+                    queue_name TEXT NOT NULL,
+                    position INTEGER NOT NULL,
+                    revision INTEGER NOT NULL,
+                    payload BLOB NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    pause_kind INTEGER NOT NULL DEFAULT 0,
+                    pause_until REAL,
+                    PRIMARY KEY (collection, key)
+                );
+                CREATE INDEX taskbroker_action_queue ON taskbroker_action(queue_name, position);
+                CREATE TABLE taskbroker_sequence (id INTEGER PRIMARY KEY CHECK (id = 1), value INTEGER NOT NULL);
+                INSERT INTO taskbroker_sequence (id, value) VALUES (1, 0);
+                """)
+        }
+        return migrator
+    }
+
+    // MARK: - TaskStorage
+
+    func save(_ tasks: [NewTask]) async throws -> [StoredTask] {
+        guard !tasks.isEmpty else { return [] }
+        return try await Self.run("save \(tasks.count) action(s)") {
+            try await pool.write { db in try Self.save(tasks, in: db) }
+        }
+    }
+
+    func delete(key: String, collection: String) async throws -> StoredTask? {
+        try await Self.run("delete action \(collection)/\(key)") {
+            try await pool.write { db in try Self.delete(key: key, collection: collection, in: db) }
+        }
+    }
+
+    func queueNames() async throws -> [String] {
+        try await Self.run("list queues") {
+            try await pool.read { db in
+                try String.fetchAll(db, sql: "SELECT DISTINCT queue_name FROM taskbroker_action ORDER BY queue_name")
+            }
+        }
+    }
+
+    func tasks(inQueue queueName: String) async throws -> [StoredTask] {
+        try await Self.run("read queue \(queueName)") {
+            try await pool.read { db in
+                try Row.fetchAll(
+                    db,
+                    sql: "SELECT * FROM taskbroker_action WHERE queue_name = ? ORDER BY position",
+                    arguments: [queueName]
+                ).map(Self.task(from:))
+            }
+        }
+    }
+
+    func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration) async throws -> [Bool] {
+        guard !heads.isEmpty else { return [] }
+        return try await Self.run("claim \(heads.count) action(s)") {
+            try await pool.read { db in
+                try heads.map { head in
+                    let revision = try Int64.fetchOne(
+                        db,
+                        sql: "SELECT revision FROM taskbroker_action WHERE collection = ? AND key = ?",
+                        arguments: [head.collection, head.key]
+                    )
+                    return revision == head.revision
+                }
+            }
+        }
+    }
+
+    func finish(_ outcomes: [TaskOutcome], owner: String) async throws {
+        guard !outcomes.isEmpty else { return }
+        try await Self.run("store \(outcomes.count) outcome(s)") {
+            try await pool.write { db in
+                for outcome in outcomes {
+                    switch outcome {
+                    case .completed(let task):
+                        try db.execute(
+                            sql: "DELETE FROM taskbroker_action WHERE collection = ? AND key = ? AND revision = ?",
+                            arguments: [task.collection, task.key, task.revision]
+                        )
+                    case .failed(let task, let pause):
+                        let (kind, until) = Self.columns(for: pause)
+                        try db.execute(
+                            sql: """
+                                UPDATE taskbroker_action SET attempts = attempts + 1, pause_kind = ?, pause_until = ?
+                                WHERE collection = ? AND key = ? AND revision = ?
+                                """,
+                            arguments: [kind, until, task.collection, task.key, task.revision]
+                        )
+                    }
+                }
+            }
+        }
+    }
+
+    func resume(queues queueNames: [String]) async throws -> [StoredTask] {
+        guard !queueNames.isEmpty else { return [] }
+        return try await Self.run("resume \(queueNames.count) queue(s)") {
+            try await pool.write { db in try Self.resume(queueNames, in: db) }
+        }
+    }
+
+    func purge(queue queueName: String) async throws -> Int {
+        try await Self.run("purge queue \(queueName)") {
+            try await pool.write { db in
+                try db.execute(sql: "DELETE FROM taskbroker_action WHERE queue_name = ?", arguments: [queueName])
+                return db.changesCount
+            }
+        }
+    }
+
+    func snapshot() async throws -> [TaskQueueSnapshot] {
+        try await Self.run("read the queues' state") {
+            try await pool.read { db in
+                var snapshots: [String: TaskQueueSnapshot] = [:]
+                var order: [String] = []
+                for row in try Row.fetchAll(db, sql: """
+                    SELECT a.queue_name AS queue_name, counts.pending AS pending, a.attempts AS attempts
+                    FROM (SELECT queue_name, count(*) AS pending, min(position) AS head
+                          FROM taskbroker_action GROUP BY queue_name) AS counts
+                    JOIN taskbroker_action a ON a.queue_name = counts.queue_name AND a.position = counts.head
+                    ORDER BY a.queue_name
+                    """) {
+                    let name: String = row["queue_name"]
+                    order.append(name)
+                    snapshots[name] = TaskQueueSnapshot(name: name, pending: row["pending"], attempts: row["attempts"])
+                }
+                for row in try Row.fetchAll(
+                    db,
+                    sql: "SELECT * FROM taskbroker_action WHERE pause_kind <> 0 ORDER BY queue_name, position"
+                ) {
+                    let task = Self.task(from: row)
+                    snapshots[task.queueName]?.pause = task.pause
+                    snapshots[task.queueName]?.attempts = task.attempts
+                }
+                return order.compactMap { snapshots[$0] }
+            }
+        }
+    }
+
+    // MARK: - Statements shared with TaskTransaction
+
+    static func save(_ tasks: [NewTask], in db: Database) throws -> [StoredTask] {
+        var sequence = try Int64.fetchOne(db, sql: "SELECT value FROM taskbroker_sequence WHERE id = 1") ?? 0
+        var stored: [StoredTask] = []
+        stored.reserveCapacity(tasks.count)
+        let statement = try db.cachedStatement(sql: """
+            INSERT INTO taskbroker_action (collection, key, queue_name, position, revision, payload)
+            VALUES (?, ?, ?, ?, ?, ?)
+            ON CONFLICT (collection, key) DO UPDATE SET
+                queue_name = excluded.queue_name, revision = excluded.revision, payload = excluded.payload,
+                attempts = 0, pause_kind = 0, pause_until = NULL
+            RETURNING position
+            """)
+        for task in tasks {
+            sequence += 1
+            let position = try Int64.fetchOne(
+                statement,
+                arguments: [task.collection, task.key, task.queueName, sequence, sequence, task.payload]
+            ) ?? sequence
+            stored.append(StoredTask(
+                key: task.key, collection: task.collection, queueName: task.queueName,
+                payload: task.payload, position: position, revision: sequence
+            ))
+        }
+        try db.execute(sql: "UPDATE taskbroker_sequence SET value = ? WHERE id = 1", arguments: [sequence])
+        return stored
+    }
+
+    static func delete(key: String, collection: String, in db: Database) throws -> StoredTask? {
+        try Row.fetchOne(
+            db,
+            sql: "DELETE FROM taskbroker_action WHERE collection = ? AND key = ? RETURNING *",
+            arguments: [collection, key]
+        ).map(task(from:))
+    }
+
+    static func resume(_ queueNames: [String], in db: Database) throws -> [StoredTask] {
+        var resumed: [StoredTask] = []
+        for name in queueNames {
+            resumed += try Row.fetchAll(
+                db,
+                sql: """
+                    UPDATE taskbroker_action SET pause_kind = 0, pause_until = NULL
+                    WHERE queue_name = ? AND pause_kind <> 0 RETURNING *
+                    """,
+                arguments: [name]
+            ).map(task(from:))
+        }
+        return resumed
+    }
+
+    static func task(from row: Row) -> StoredTask {
+        let kind: Int = row["pause_kind"]
+        let until: Double? = row["pause_until"]
+        let pause: TaskPause?
+        switch kind {
+        case 1: pause = .until(Date(timeIntervalSince1970: until ?? 0))
+        case 2: pause = .untilRestart
+        default: pause = nil
+        }
+        return StoredTask(
+            key: row["key"], collection: row["collection"], queueName: row["queue_name"],
+            payload: row["payload"], position: row["position"], revision: row["revision"],
+            attempts: row["attempts"], pause: pause
+        )
+    }
+
+    static func columns(for pause: TaskPause?) -> (Int, Double?) {
+        switch pause {
+        case nil: (0, nil)
+        case .until(let date): (1, date.timeIntervalSince1970)
+        case .untilRestart: (2, nil)
+        }
+    }
+
+    static func run<T>(_ what: String, _ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as TaskBrokerError {
+            throw error
+        } catch {
+            throw TaskBrokerError(
+                code: .storageFailed,
+                message: "Could not \(what) in the task database; the operation was not applied.",
+                underlying: error
+            )
+        }
+    }
+}

@@ -1,0 +1,212 @@
+public import Foundation
+
+/// Why a stored action is not run right now.
+public enum TaskPause: Sendable, Hashable {
+    /// A timed retry: the action runs again at this wall-clock time.
+    case until(Date)
+    /// The action waits for ``TaskQueueBroker/restartQueues(_:)`` (or ``TaskDatabase/restartQueues(_:)``).
+    case untilRestart
+}
+
+/// An action as a ``TaskStorage`` backend keeps it: its encoded form plus its queue state.
+public struct StoredTask: Sendable, Hashable {
+    /// The action's key, unique within its collection.
+    public var key: String
+    /// The action's collection.
+    public var collection: String
+    /// The queue that runs the action.
+    public var queueName: String
+    /// The action, JSON-encoded.
+    public var payload: Data
+    /// The enqueue order: smaller runs first among actions that `sort` as the same. Kept when an
+    /// action is replaced by a save with the same key and collection.
+    public var position: Int64
+    /// Changes with every save of this key and collection; a completion applies only to the
+    /// revision that ran.
+    public var revision: Int64
+    /// How many times the action has failed.
+    public var attempts: Int
+    /// Why the action is held back, or `nil` when it may run. At most one action of a queue is paused,
+    /// and while it is, the whole queue waits for it.
+    public var pause: TaskPause?
+
+    /// Creates a stored action.
+    ///
+    /// - Parameters:
+    ///   - key: The action's key.
+    ///   - collection: The action's collection.
+    ///   - queueName: The queue that runs the action.
+    ///   - payload: The encoded action.
+    ///   - position: The enqueue order.
+    ///   - revision: The save that produced this version.
+    ///   - attempts: How many times the action has failed.
+    ///   - pause: Why the action is held back, if it is.
+    public init(
+        key: String, collection: String, queueName: String, payload: Data,
+        position: Int64, revision: Int64, attempts: Int = 0, pause: TaskPause? = nil
+    ) {
+        self.key = key
+        self.collection = collection
+        self.queueName = queueName
+        self.payload = payload
+        self.position = position
+        self.revision = revision
+        self.attempts = attempts
+        self.pause = pause
+    }
+}
+
+/// An action to enqueue: what a backend needs to store it.
+public struct NewTask: Sendable, Hashable {
+    /// The action's key.
+    public var key: String
+    /// The action's collection.
+    public var collection: String
+    /// The queue that runs the action.
+    public var queueName: String
+    /// The action, JSON-encoded.
+    public var payload: Data
+
+    /// Creates an action to enqueue.
+    ///
+    /// - Parameters:
+    ///   - key: The action's key.
+    ///   - collection: The action's collection.
+    ///   - queueName: The queue that runs the action.
+    ///   - payload: The encoded action.
+    public init(key: String, collection: String, queueName: String, payload: Data) {
+        self.key = key
+        self.collection = collection
+        self.queueName = queueName
+        self.payload = payload
+    }
+}
+
+/// What became of an action that a broker ran, to be stored by ``TaskStorage/finish(_:owner:)``.
+public enum TaskOutcome: Sendable, Hashable {
+    /// The action succeeded: delete it, if its revision is still the stored one.
+    case completed(StoredTask)
+    /// The action failed: count the attempt and store `pause` (`nil` to run it again at once),
+    /// if its revision is still the stored one.
+    case failed(StoredTask, pause: TaskPause?)
+}
+
+/// The state of one queue, as ``TaskDatabase/snapshot()`` and ``TaskQueueBroker/snapshot()`` report it.
+public struct TaskQueueSnapshot: Sendable, Hashable {
+    /// The queue's name.
+    public var name: String
+    /// How many actions are stored in the queue, including one in flight.
+    public var pending: Int
+    /// The key of the action a broker of this process is running, if any (a database snapshot
+    /// does not know and reports `nil`).
+    public var inFlight: String?
+    /// Why the queue is paused, if it is.
+    public var pause: TaskPause?
+    /// How many times the queue's head (its paused action, if any) has failed.
+    public var attempts: Int
+
+    /// The wall-clock time a timed retry is due, or `nil` when not paused on a timer.
+    public var pausedUntil: Date? {
+        if case .until(let date) = pause { return date }
+        return nil
+    }
+
+    /// Creates a queue snapshot.
+    ///
+    /// - Parameters:
+    ///   - name: The queue's name.
+    ///   - pending: The number of stored actions.
+    ///   - inFlight: The key of the running action, if known.
+    ///   - pause: Why the queue is paused, if it is.
+    ///   - attempts: The failures of the queue's head.
+    public init(name: String, pending: Int, inFlight: String? = nil, pause: TaskPause? = nil, attempts: Int = 0) {
+        self.name = name
+        self.pending = pending
+        self.inFlight = inFlight
+        self.pause = pause
+        self.attempts = attempts
+    }
+}
+
+/// The storage operations a ``TaskQueueBroker`` needs: the backend interface of ``TaskDatabase``.
+///
+/// The SQLite backend (``TaskDatabase/sqlite(path:configuration:)``) is the embedded default.
+/// Every backend passes the conformance suite in the `TaskBrokerTesting` product.
+///
+/// A broker works on queues it owns: it reads a queue's actions (``tasks(inQueue:)``), picks
+/// the head by the action type's `sort`, claims it (``claim(_:owner:leaseDuration:)``), runs it and
+/// stores the outcome (``finish(_:owner:)``). For a backend shared by several processes the claim
+/// is a lease on the queue that the `owner` holds for `leaseDuration` and renews with every
+/// claim; the embedded SQLite backend serves one process and only checks that the claimed
+/// revision is still stored.
+public protocol TaskStorage: Sendable {
+    /// Enqueues actions in one transaction. An action whose key and collection are already
+    /// stored replaces the stored one: it keeps its position, gets a new revision, and its
+    /// attempts and pause are cleared.
+    ///
+    /// - Parameter tasks: The actions to store.
+    /// - Returns: The stored versions, in the order given.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
+    func save(_ tasks: [NewTask]) async throws -> [StoredTask]
+
+    /// Deletes an action (cancels it).
+    ///
+    /// - Parameters:
+    ///   - key: The action's key.
+    ///   - collection: The action's collection.
+    /// - Returns: The deleted action, or `nil` if none was stored.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
+    func delete(key: String, collection: String) async throws -> StoredTask?
+
+    /// The names of every queue that has stored actions, sorted.
+    ///
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
+    func queueNames() async throws -> [String]
+
+    /// Every stored action of a queue, in enqueue order.
+    ///
+    /// - Parameter queueName: The queue.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
+    func tasks(inQueue queueName: String) async throws -> [StoredTask]
+
+    /// Claims the heads a broker is about to run, one per queue.
+    ///
+    /// - Parameters:
+    ///   - heads: The actions to run, at most one per queue.
+    ///   - owner: A name unique to the claiming broker.
+    ///   - leaseDuration: How long a lease on each queue lasts unless renewed (shared backends).
+    /// - Returns: For each head, whether it may run: `false` when its revision is gone or changed,
+    ///   or another owner holds its queue.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
+    func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration) async throws -> [Bool]
+
+    /// Stores the outcomes of finished actions, all in one transaction, and releases their claims.
+    ///
+    /// Each outcome applies only if the action's revision is still the stored one: a deleted or
+    /// re-saved action is left as it is.
+    ///
+    /// - Parameters:
+    ///   - outcomes: What became of each action.
+    ///   - owner: The broker that ran them.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`; nothing is stored then.
+    func finish(_ outcomes: [TaskOutcome], owner: String) async throws
+
+    /// Clears the pause of every action in the given queues.
+    ///
+    /// - Parameter queueNames: The queues to resume.
+    /// - Returns: The actions whose pause was cleared.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
+    func resume(queues queueNames: [String]) async throws -> [StoredTask]
+
+    /// Deletes every action of a queue.
+    ///
+    /// - Parameter queueName: The queue.
+    /// - Returns: The number of deleted actions.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
+    func purge(queue queueName: String) async throws -> Int
+
+    /// The stored state of every queue that has actions, sorted by name.
+    ///
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
+    func snapshot() async throws -> [TaskQueueSnapshot]
+}

@@ -1,0 +1,147 @@
+import Foundation
+public import TaskBroker
+
+/// The behaviour every ``TaskStorage`` backend must show, as a list of named checks.
+///
+/// Run every check against a fresh, empty backend:
+///
+/// ```swift
+/// @Test(arguments: TaskStorageConformance.checks)
+/// func sqliteBackendConforms(_ check: TaskStorageConformance.Check) async throws {
+///     try await check.run(on: try await TaskDatabase.sqlite(path: freshPath()).storage)
+/// }
+/// ```
+public enum TaskStorageConformance: Sendable {
+    /// One named behaviour of a backend.
+    public struct Check: Sendable, CustomStringConvertible {
+        /// What the check verifies.
+        public let name: String
+        private let body: @Sendable (any TaskStorage) async throws -> Void
+
+        init(_ name: String, _ body: @escaping @Sendable (any TaskStorage) async throws -> Void) {
+            self.name = name
+            self.body = body
+        }
+
+        /// Runs the check.
+        ///
+        /// - Parameter storage: A fresh, empty backend.
+        /// - Throws: ``TaskStorageConformanceFailure`` when the backend misbehaves, or the backend's error.
+        public func run(on storage: any TaskStorage) async throws {
+            try await body(storage)
+        }
+
+        public var description: String { name }
+    }
+
+    /// Every check of the suite.
+    public static let checks: [Check] = [
+        Check("save assigns increasing positions and revisions") { storage in
+            let saved = try await storage.save([task("a", "q1"), task("b", "q1"), task("c", "q2")])
+            try expect(saved.map(\.key) == ["a", "b", "c"], "save returns the stored tasks in order")
+            try expect(saved[0].position < saved[1].position && saved[1].position < saved[2].position, "positions increase")
+            try expect(Set(saved.map(\.revision)).count == 3, "each save has its own revision")
+            try expect(saved.allSatisfy { $0.attempts == 0 && $0.pause == nil }, "a new task has no attempts and no pause")
+        },
+        Check("tasks of a queue come back in enqueue order") { storage in
+            for index in 0..<10 {
+                _ = try await storage.save([task("a\(index)", "q1"), task("b\(index)", "q2")])
+            }
+            let q1 = try await storage.tasks(inQueue: "q1")
+            try expect(q1.map(\.key) == (0..<10).map { "a\($0)" }, "q1 holds its tasks in order, got \(q1.map(\.key))")
+            try expect(q1.first?.payload == Data("a0".utf8), "the payload is stored as given")
+            try expect(try await storage.queueNames() == ["q1", "q2"], "queueNames lists each queue once, sorted")
+        },
+        Check("re-saving a key keeps its position and clears pause and attempts") { storage in
+            let first = try await storage.save([task("a", "q1"), task("b", "q1")])
+            try await storage.finish([.failed(first[0], pause: .untilRestart)], owner: "w")
+            let again = try await storage.save([task("a", "q1", payload: "new")])
+            try expect(again[0].position == first[0].position, "a replaced task keeps its place")
+            try expect(again[0].revision != first[0].revision, "a replaced task gets a new revision")
+            let stored = try await storage.tasks(inQueue: "q1")
+            try expect(stored.map(\.key) == ["a", "b"], "replacing does not duplicate")
+            try expect(stored[0].pause == nil && stored[0].attempts == 0, "replacing clears pause and attempts")
+            try expect(stored[0].payload == Data("new".utf8), "replacing stores the new payload")
+        },
+        Check("delete returns the task and removes it") { storage in
+            _ = try await storage.save([task("a", "q1"), task("b", "q1")])
+            let deleted = try await storage.delete(key: "a", collection: "c")
+            try expect(deleted?.key == "a" && deleted?.queueName == "q1", "delete returns what it removed")
+            try expect(try await storage.delete(key: "a", collection: "c") == nil, "deleting twice finds nothing")
+            try expect(try await storage.tasks(inQueue: "q1").map(\.key) == ["b"], "only b is left")
+        },
+        Check("claim grants only the stored revision") { storage in
+            let saved = try await storage.save([task("a", "q1"), task("b", "q2"), task("c", "q3")])
+            _ = try await storage.save([task("b", "q2")])
+            _ = try await storage.delete(key: "c", collection: "c")
+            let granted = try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30))
+            try expect(granted == [true, false, false], "current, replaced, deleted: got \(granted)")
+        },
+        Check("completing deletes only the revision that ran") { storage in
+            let saved = try await storage.save([task("a", "q1"), task("b", "q1")])
+            _ = try await storage.save([task("b", "q1", payload: "again")])
+            try await storage.finish([.completed(saved[0]), .completed(saved[1])], owner: "w")
+            let left = try await storage.tasks(inQueue: "q1")
+            try expect(left.map(\.key) == ["b"] && left[0].payload == Data("again".utf8), "the re-saved b stays")
+        },
+        Check("failing counts the attempt and stores the pause") { storage in
+            let saved = try await storage.save([task("a", "q1"), task("b", "q2"), task("c", "q3")])
+            let date = Date(timeIntervalSince1970: 1_900_000_000.25)
+            try await storage.finish(
+                [.failed(saved[0], pause: .until(date)), .failed(saved[1], pause: .untilRestart), .failed(saved[2], pause: nil)],
+                owner: "w"
+            )
+            let a = try await storage.tasks(inQueue: "q1")[0]
+            let b = try await storage.tasks(inQueue: "q2")[0]
+            let c = try await storage.tasks(inQueue: "q3")[0]
+            guard case .until(let stored)? = a.pause else { throw TaskStorageConformanceFailure("a timed pause is stored") }
+            try expect(abs(stored.timeIntervalSince(date)) < 0.001, "the retry date survives: \(stored)")
+            try expect(a.attempts == 1 && b.attempts == 1 && c.attempts == 1, "each failure counts")
+            try expect(b.pause == .untilRestart && c.pause == nil, "pauses are stored as given")
+            try await storage.finish([.failed(a, pause: nil)], owner: "w")
+            try expect(try await storage.tasks(inQueue: "q1")[0].attempts == 2, "attempts add up")
+        },
+        Check("resume clears the pauses of the named queues only") { storage in
+            let saved = try await storage.save([task("a", "q1"), task("b", "q2")])
+            try await storage.finish([.failed(saved[0], pause: .untilRestart), .failed(saved[1], pause: .untilRestart)], owner: "w")
+            let resumed = try await storage.resume(queues: ["q1"])
+            try expect(resumed.map(\.key) == ["a"], "resume returns what it resumed")
+            try expect(try await storage.tasks(inQueue: "q1")[0].pause == nil, "q1 runs again")
+            try expect(try await storage.tasks(inQueue: "q2")[0].pause == .untilRestart, "q2 stays paused")
+        },
+        Check("purge deletes one queue") { storage in
+            _ = try await storage.save([task("a", "q1"), task("b", "q1"), task("c", "q2")])
+            try expect(try await storage.purge(queue: "q1") == 2, "purge counts what it deleted")
+            try expect(try await storage.queueNames() == ["q2"], "only q2 is left")
+        },
+        Check("snapshot reports pending, pause and attempts per queue") { storage in
+            let saved = try await storage.save([task("a", "q1"), task("b", "q1"), task("c", "q2")])
+            try await storage.finish([.failed(saved[0], pause: .untilRestart)], owner: "w")
+            let snapshot = try await storage.snapshot()
+            try expect(snapshot.map(\.name) == ["q1", "q2"], "one snapshot per queue, sorted")
+            try expect(snapshot[0].pending == 2 && snapshot[0].pause == .untilRestart && snapshot[0].attempts == 1, "\(snapshot[0])")
+            try expect(snapshot[1].pending == 1 && snapshot[1].pause == nil && snapshot[1].attempts == 0, "\(snapshot[1])")
+        },
+    ]
+
+    private static func task(_ key: String, _ queue: String, payload: String? = nil) -> NewTask {
+        NewTask(key: key, collection: "c", queueName: queue, payload: Data((payload ?? key).utf8))
+    }
+
+    private static func expect(_ condition: Bool, _ message: @autoclosure () -> String) throws {
+        if !condition { throw TaskStorageConformanceFailure(message()) }
+    }
+}
+
+/// A backend failed a ``TaskStorageConformance`` check.
+public struct TaskStorageConformanceFailure: Error, Sendable, CustomStringConvertible {
+    /// What the backend got wrong.
+    public let description: String
+
+    /// Creates a failure.
+    ///
+    /// - Parameter description: What the backend got wrong.
+    public init(_ description: String) {
+        self.description = description
+    }
+}
