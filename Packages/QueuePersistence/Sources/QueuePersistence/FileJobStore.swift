@@ -80,7 +80,7 @@ final class FileJobStore: Sendable {
     static func parse(fileName: String) -> (sequence: UInt64, id: String?)? {
         guard fileName.hasSuffix(jobSuffix) else { return nil }
         let stem = fileName.utf8.dropLast(jobSuffix.utf8.count)
-        guard stem.count > 21, let dash = stem.firstIndex(of: UInt8(ascii: "-")),
+        guard stem.count >= 21, let dash = stem.firstIndex(of: UInt8(ascii: "-")),
             stem.distance(from: stem.startIndex, to: dash) == 20,
             let sequence = UInt64(String(decoding: stem[..<dash], as: UTF8.self))
         else { return nil }

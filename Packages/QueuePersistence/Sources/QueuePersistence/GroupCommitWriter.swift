@@ -46,13 +46,26 @@ final class GroupCommitWriter<Operation: Sendable>: Sendable {
     private let state = Mutex(State())
     private let maximumBatchSize: Int
     private let commit: @Sendable ([Operation]) throws(PersistenceError) -> Void
+    private let didEnqueue: (@Sendable (Operation) -> Void)?
+    private let commitCount = Atomic<Int>(0)
 
     /// - Parameters:
     ///   - maximumBatchSize: At most this many callers share one commit.
+    ///   - didEnqueue: Told each operation as it is queued (for tests).
     ///   - commit: Applies every operation in one transaction, or none of them.
-    init(maximumBatchSize: Int, commit: @escaping @Sendable ([Operation]) throws(PersistenceError) -> Void) {
+    init(
+        maximumBatchSize: Int,
+        didEnqueue: (@Sendable (Operation) -> Void)? = nil,
+        commit: @escaping @Sendable ([Operation]) throws(PersistenceError) -> Void
+    ) {
         self.maximumBatchSize = max(1, maximumBatchSize)
+        self.didEnqueue = didEnqueue
         self.commit = commit
+    }
+
+    /// How many commits (transactions) have been attempted so far.
+    var commits: Int {
+        commitCount.load(ordering: .relaxed)
     }
 
     /// Commits `operation`, possibly together with other callers' operations, and returns
@@ -65,6 +78,7 @@ final class GroupCommitWriter<Operation: Sendable>: Sendable {
             state.hasLeader = true
             return true
         }
+        didEnqueue?(operation)
         if !leads {
             switch request.wait() {
             case .done(let result):
@@ -102,12 +116,14 @@ final class GroupCommitWriter<Operation: Sendable>: Sendable {
     /// alone so that one caller's failure is not everyone's.
     private func run(_ batch: [Request]) -> [Result<Void, PersistenceError>] {
         do throws(PersistenceError) {
+            commitCount.add(1, ordering: .relaxed)
             try commit(batch.map(\.operation))
             return Array(repeating: .success(()), count: batch.count)
         } catch {
             guard batch.count > 1 else { return [.failure(error)] }
             return batch.map { member in
                 do throws(PersistenceError) {
+                    commitCount.add(1, ordering: .relaxed)
                     try commit([member.operation])
                     return .success(())
                 } catch {

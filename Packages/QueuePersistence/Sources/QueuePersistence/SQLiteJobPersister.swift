@@ -66,7 +66,7 @@ public final class SQLiteJobPersister<JobType: QueueJob>: JobPersister, Sendable
     public let queueName: String
     /// The database file.
     public let path: String
-    private let store: SQLiteJobStore
+    let store: SQLiteJobStore
     private let logger: Logger
     private let issues = Mutex<[PersistenceError]>([])
 

@@ -20,7 +20,7 @@ final class SQLiteJobStore: Sendable {
 
     let path: String
     let pool: DatabasePool
-    private let writer: GroupCommitWriter<Operation>
+    let writer: GroupCommitWriter<Operation>
 
     private struct Key: Hashable {
         let path: String

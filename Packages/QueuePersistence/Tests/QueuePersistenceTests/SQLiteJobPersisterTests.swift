@@ -1,0 +1,224 @@
+import AsyncPrimitivesTesting
+import Dispatch
+import Foundation
+import GRDB
+@testable import QueuePersistence
+import Synchronization
+import Testing
+
+@Suite(.timeLimit(.minutes(1)))
+struct SQLiteJobPersisterTests {
+    private static func pragma(_ name: String, _ persister: SQLiteJobPersister<CuteJob>) throws -> String? {
+        try persister.store.pool.writeWithoutTransaction { db in
+            try String.fetchOne(db, sql: "PRAGMA \(name)")
+        }
+    }
+
+    @Test func databaseIsInWALModeWithSynchronousFullByDefault() throws {
+        let directory = try TemporaryDirectory()
+        let persister = try SQLiteJobPersister(handling: CuteJob.self, queueName: "q", path: directory.file("a.sqlite").path)
+        #expect(try Self.pragma("journal_mode", persister) == "wal")
+        #expect(try Self.pragma("synchronous", persister) == "2") // FULL
+    }
+
+    @Test func synchronousNormalIsAnExplicitChoice() throws {
+        let directory = try TemporaryDirectory()
+        let persister = try SQLiteJobPersister(
+            handling: CuteJob.self,
+            queueName: "q",
+            path: directory.file("a.sqlite").path,
+            configuration: .init(synchronous: .normal)
+        )
+        #expect(try Self.pragma("synchronous", persister) == "1") // NORMAL
+    }
+
+    @Test func manyQueuesShareOneFileAndSurviveReopening() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("shared.sqlite").path
+        let jobs = (0..<6).map { CuteJob(id: "job-\($0)", action: "\($0)") }
+        do {
+            let first = try SQLiteJobPersister(handling: CuteJob.self, queueName: "first", path: path)
+            let second = try SQLiteJobPersister(handling: CuteJob.self, queueName: "second", path: path)
+            try first.persist(Array(jobs[0..<3]))
+            try second.persist(Array(jobs[3...]))
+            try first.delete(jobs[1])
+        }
+        #expect(try SQLiteJobPersister(handling: CuteJob.self, queueName: "first", path: path).load() == [jobs[0], jobs[2]])
+        #expect(try SQLiteJobPersister(handling: CuteJob.self, queueName: "second", path: path).load() == Array(jobs[3...]))
+    }
+
+    @Test func aFileThatIsNotADatabaseIsATypedError() throws {
+        let directory = try TemporaryDirectory()
+        let url = directory.file("garbage.sqlite")
+        try Data((0..<8192).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }).write(to: url)
+        let error = #expect(throws: QueuePersistence.PersistenceError.self) {
+            _ = try SQLiteJobPersister(handling: CuteJob.self, queueName: "q", path: url.path)
+        }
+        #expect(error?.code == .corruptDatabase)
+        #expect(error?.path == url.standardizedFileURL.path)
+    }
+
+    @Test func aTruncatedDatabaseIsATypedErrorNotACrash() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("truncated.sqlite").path
+        do {
+            let persister = try SQLiteJobPersister(handling: CuteJob.self, queueName: "q", path: path)
+            try persister.persist((0..<500).map { CuteJob(id: "j\($0)", data: Data(repeating: 7, count: 200)) })
+            // Move everything from the WAL into the main file, then drop the log.
+            _ = try persister.store.pool.writeWithoutTransaction { db in
+                try db.checkpoint(.truncate)
+            }
+        }
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(data.count > 8192)
+        try data.prefix(data.count / 3).write(to: URL(fileURLWithPath: path))
+        let error = #expect(throws: QueuePersistence.PersistenceError.self) {
+            let reopened = try SQLiteJobPersister(handling: CuteJob.self, queueName: "q", path: path)
+            _ = try reopened.load()
+        }
+        #expect(error?.code == .corruptDatabase)
+    }
+
+    @Test func aDatabaseFromANewerLibraryIsRefusedWithAClearError() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("newer.sqlite").path
+        do {
+            let persister = try SQLiteJobPersister(handling: CuteJob.self, queueName: "q", path: path)
+            try persister.persist([CuteJob(id: "kept")])
+            try persister.store.pool.write { db in
+                try db.execute(sql: "UPDATE queuePersistenceMeta SET value = 2 WHERE key = 'schemaVersion'")
+                try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('QueuePersistence.v2')")
+            }
+        }
+        let error = #expect(throws: QueuePersistence.PersistenceError.self) {
+            _ = try SQLiteJobPersister(handling: CuteJob.self, queueName: "q", path: path)
+        }
+        #expect(error?.code == .incompatibleSchema)
+        #expect(error?.message.contains("newer QueuePersistence") == true)
+        // The stored job was not touched.
+        let queue = try DatabaseQueue(path: path)
+        #expect(try queue.read { try String.fetchAll($0, sql: "SELECT jobID FROM queuePersistenceJob") } == ["kept"])
+    }
+
+    @Test func otherMigrationsOfTheUsersOwnInTheSameFileAreFine() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("app.sqlite").path
+        do {
+            let queue = try DatabaseQueue(path: path)
+            var migrator = DatabaseMigrator()
+            migrator.registerMigration("app.v1") { db in try db.execute(sql: "CREATE TABLE note (text TEXT)") }
+            try migrator.migrate(queue)
+        }
+        let persister = try SQLiteJobPersister(handling: CuteJob.self, queueName: "q", path: path)
+        try persister.persist([CuteJob(id: "a")])
+        #expect(try persister.load().map(\.id) == ["a"])
+    }
+
+    @Test func anUndecodableRowIsSkippedKeptAndReported() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("rows.sqlite").path
+        let persister = try SQLiteJobPersister(handling: CuteJob.self, queueName: "q", path: path)
+        let jobs = [CuteJob(id: "a"), CuteJob(id: "b"), CuteJob(id: "c")]
+        try persister.persist(jobs)
+        try persister.store.pool.write { db in
+            try db.execute(sql: "UPDATE queuePersistenceJob SET payload = x'00ff' WHERE jobID = 'b'")
+        }
+        #expect(try persister.load() == [jobs[0], jobs[2]])
+        #expect(persister.loadIssues.map(\.code) == [.corruptJob])
+        let count = try persister.store.pool.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM queuePersistenceJob") }
+        #expect(count == 3)
+    }
+
+    @Test func concurrentCallersShareOneCommit() async throws {
+        let release = DispatchSemaphore(value: 0)
+        let batches = Mutex<[[Int]]>([])
+        let enqueued = EventCollector<Int>()
+        let writer = GroupCommitWriter<Int>(maximumBatchSize: 100, didEnqueue: { enqueued.record($0) }) { operations in
+            let first = batches.withLock { batches in
+                batches.append(operations)
+                return batches.count == 1
+            }
+            if first { release.wait() }
+        }
+        let returned = EventCollector<Int>()
+        for operation in 0...10 {
+            if operation == 1 {
+                // The first caller now leads and is stuck in its commit.
+                _ = await enqueued.values(count: 1)
+            }
+            Thread.detachNewThread {
+                do {
+                    try writer.submit(operation)
+                    returned.record(operation)
+                } catch {
+                    returned.record(-1)
+                }
+            }
+        }
+        _ = await enqueued.values(count: 11)
+        #expect(returned.count == 0) // nobody returns before its commit
+        release.signal()
+        let done = await returned.values(count: 11)
+        #expect(Set(done) == Set(0...10))
+        let committed = batches.withLock { $0 }
+        #expect(committed.count == 2)
+        #expect(committed.first == [0])
+        #expect(Set(committed.last ?? []) == Set(1...10))
+        #expect(writer.commits == 2)
+    }
+
+    @Test func oneFailingCallerDoesNotFailTheOthersInItsBatch() async throws {
+        let release = DispatchSemaphore(value: 0)
+        let enqueued = EventCollector<Int>()
+        let first = Mutex(true)
+        let writer = GroupCommitWriter<Int>(maximumBatchSize: 100, didEnqueue: { enqueued.record($0) }) {
+            (operations: [Int]) throws(QueuePersistence.PersistenceError) in
+            let isFirst = first.withLock { isFirst in
+                let was = isFirst
+                isFirst = false
+                return was
+            }
+            if isFirst { release.wait() }
+            if operations.contains(3) {
+                throw QueuePersistence.PersistenceError(code: .writeFailed, message: "operation 3 is bad")
+            }
+        }
+        let outcomes = EventCollector<(Int, Bool)>()
+        for operation in 0...5 {
+            if operation == 1 { _ = await enqueued.values(count: 1) }
+            Thread.detachNewThread {
+                do {
+                    try writer.submit(operation)
+                    outcomes.record((operation, true))
+                } catch {
+                    outcomes.record((operation, false))
+                }
+            }
+        }
+        _ = await enqueued.values(count: 6)
+        release.signal()
+        let results = await outcomes.values(count: 6)
+        #expect(results.filter { !$0.1 }.map(\.0) == [3])
+    }
+
+    @Test func sixteenThreadsPersistingAtOnceAllLandOnce() async throws {
+        let directory = try TemporaryDirectory()
+        let persister = try SQLiteJobPersister(handling: CuteJob.self, queueName: "q", path: directory.file("g.sqlite").path)
+        let before = persister.store.writer.commits
+        let finished = EventCollector<Int>()
+        for thread in 0..<16 {
+            Thread.detachNewThread {
+                for index in 0..<20 {
+                    try? persister.persist([CuteJob(id: "\(thread)-\(index)")])
+                }
+                finished.record(thread)
+            }
+        }
+        _ = await finished.values(count: 16)
+        let loaded = try persister.load()
+        #expect(loaded.count == 320)
+        #expect(Set(loaded.map(\.id)).count == 320)
+        #expect(persister.store.writer.commits - before >= 1)
+    }
+}

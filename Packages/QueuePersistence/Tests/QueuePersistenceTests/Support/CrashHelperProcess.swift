@@ -1,0 +1,107 @@
+import Foundation
+import Synchronization
+
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs `QueuePersistenceCrashHelper` (built by `swift test` next to the test bundle) and
+/// kills it with SIGKILL once it has acknowledged a number of jobs.
+enum CrashHelperProcess {
+    struct Outcome {
+        /// Ids whose `persist` returned before the kill.
+        var persisted: [String] = []
+        /// Ids whose `delete` returned before the kill.
+        var deleted: [String] = []
+    }
+
+    struct HelperNotFound: Error, CustomStringConvertible {
+        let searched: [String]
+        var description: String { "QueuePersistenceCrashHelper not found in \(searched)" }
+    }
+
+    /// The helper binary: in the build folder that holds this test bundle.
+    static func helperURL() throws -> URL {
+        var folders: [URL] = []
+        for bundle in Bundle.allBundles where bundle.bundlePath.hasSuffix(".xctest") {
+            folders.append(bundle.bundleURL.deletingLastPathComponent())
+        }
+        if let executable = Bundle.main.executableURL {
+            folders.append(executable.deletingLastPathComponent())
+            // macOS: …/debug/X.xctest/Contents/MacOS/X
+            folders.append(
+                executable.deletingLastPathComponent().deletingLastPathComponent()
+                    .deletingLastPathComponent().deletingLastPathComponent()
+            )
+        }
+        folders.append(URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent())
+        for folder in folders {
+            let candidate = folder.appendingPathComponent("QueuePersistenceCrashHelper")
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+        }
+        throw HelperNotFound(searched: folders.map(\.path))
+    }
+
+    /// Starts the helper, waits for `acknowledgements` printed `P` lines, kills it with
+    /// SIGKILL, and returns every acknowledgement it printed before it died.
+    static func runAndKill(
+        backend: String,
+        location: String,
+        tag: String,
+        threads: Int,
+        acknowledgements: Int
+    ) async throws -> (outcome: Outcome, status: Int32) {
+        let process = Process()
+        process.executableURL = try helperURL()
+        process.arguments = [backend, location, tag, String(threads)]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+
+        let (lines, linesContinuation) = AsyncStream.makeStream(of: String.self)
+        let buffer = Mutex(Data())
+        output.fileHandleForReading.readabilityHandler = { handle in
+            let chunk = handle.availableData
+            if chunk.isEmpty {
+                handle.readabilityHandler = nil
+                linesContinuation.finish()
+                return
+            }
+            let complete = buffer.withLock { buffer -> [String] in
+                buffer.append(chunk)
+                guard let last = buffer.lastIndex(of: UInt8(ascii: "\n")) else { return [] }
+                let text = String(decoding: buffer[buffer.startIndex...last], as: UTF8.self)
+                buffer.removeSubrange(buffer.startIndex...last)
+                return text.split(separator: "\n").map(String.init)
+            }
+            for line in complete { linesContinuation.yield(line) }
+        }
+        let (exit, exitContinuation) = AsyncStream.makeStream(of: Int32.self)
+        process.terminationHandler = { process in
+            exitContinuation.yield(process.terminationStatus)
+            exitContinuation.finish()
+        }
+        try process.run()
+        let pid = process.processIdentifier
+
+        var outcome = Outcome()
+        var killed = false
+        for await line in lines {
+            if line.hasPrefix("P ") {
+                outcome.persisted.append(String(line.dropFirst(2)))
+            } else if line.hasPrefix("D ") {
+                outcome.deleted.append(String(line.dropFirst(2)))
+            }
+            if !killed, outcome.persisted.count >= acknowledgements {
+                kill(pid, SIGKILL)
+                killed = true
+            }
+        }
+        if !killed { kill(pid, SIGKILL) }
+        var status: Int32 = -1
+        for await code in exit { status = code }
+        return (outcome, status)
+    }
+}
