@@ -1,0 +1,99 @@
+import AsyncPrimitivesTesting
+import JobChain
+import Testing
+
+@Suite(.timeLimit(.minutes(1)))
+struct TaggedQueueTests {
+    private static func uniqueTag(_ name: String) -> String {
+        "\(name)-\(UInt64.random(in: 0...UInt64.max))"
+    }
+
+    @Test func commandsOfTwoJobsOnOneTagNeverOverlapAndKeepSubmissionOrder() async throws {
+        let tag = Self.uniqueTag("shared")
+        #expect(Job.addQueue(tag: tag, priority: .utility))
+        defer { Job.removeQueue(tag: tag) }
+        let gate = Gate()
+        let overlap = OverlapDetector()
+        let done = EventCollector<String>()
+        let job1 = Job(mode: .auto)
+        let job2 = Job(mode: .auto)
+        job1.doInCustom(tag) {
+            overlap.enter()
+            done.record("job1 #1 started")
+            gate.wait()
+            done.record("job1 #1")
+            overlap.leave()
+        }.doInCustom(tag) {
+            overlap.enter()
+            done.record("job1 #2")
+            overlap.leave()
+        }
+        _ = await done.values(count: 1)
+        // Submitted while job1 #1 holds the queue, so it runs before job1 #2 is submitted.
+        job2.doInCustom(tag) {
+            overlap.enter()
+            done.record("job2 #1")
+            overlap.leave()
+        }
+        gate.open()
+        try await job1.idle()
+        try await job2.idle()
+        #expect(done.values == ["job1 #1 started", "job1 #1", "job2 #1", "job1 #2"])
+        #expect(overlap.overlaps == 0)
+    }
+
+    @Test func manyJobsOnOneTagNeverOverlap() async throws {
+        let tag = Self.uniqueTag("busy")
+        Job.addQueue(tag: tag, priority: .background)
+        defer { Job.removeQueue(tag: tag) }
+        let overlap = OverlapDetector()
+        let ran = Counter()
+        let jobs = (0..<8).map { _ in Job(mode: .auto) }
+        for job in jobs {
+            for _ in 0..<25 {
+                job.doInCustom(tag) {
+                    overlap.enter()
+                    ran.increment()
+                    overlap.leave()
+                }.doInCustom(tag) { () async in
+                    overlap.enter()
+                    await Task.yield()
+                    ran.increment()
+                    overlap.leave()
+                }
+            }
+        }
+        for job in jobs { try await job.idle() }
+        #expect(ran.count == 8 * 25 * 2)
+        #expect(overlap.overlaps == 0)
+    }
+
+    @Test func removedTagFailsTheCommandAndResumeRetriesItOnceTheTagIsBack() async throws {
+        let tag = Self.uniqueTag("removed")
+        Job.addQueue(tag: tag, priority: .utility)
+        #expect(Job.removeQueue(tag: tag))
+        #expect(Job.removeQueue(tag: tag) == false)
+        let ran = Counter()
+        let job = Job.doingInCustom(tag) { ran.increment() }
+        await #expect { try await job.idle() } throws: { error in
+            guard let error = error as? JobChainError else { return false }
+            return error.code == .unknownQueue && error.message.contains(tag)
+        }
+        #expect((job.error() as? JobChainError)?.code == .unknownQueue)
+        #expect(job.state == .stopped)
+        #expect(ran.count == 0)
+
+        Job.addQueue(tag: tag, priority: .utility)
+        defer { Job.removeQueue(tag: tag) }
+        job.resume()
+        try await job.idle()
+        #expect(ran.count == 1)
+    }
+
+    @Test func addingAnExistingTagKeepsTheFirstQueue() {
+        let tag = Self.uniqueTag("twice")
+        #expect(Job.addQueue(tag: tag, priority: .background))
+        #expect(Job.addQueue(tag: tag, priority: .utility) == false)
+        Job.removeQueue(tag: tag)
+    }
+}
