@@ -1,0 +1,184 @@
+import AsyncPrimitivesTesting
+import Foundation
+import TaskBroker
+import Testing
+
+/// YapTaskQueue's own test intents, in our API.
+@Suite(.timeLimit(.minutes(1)))
+struct SeedBehaviourTests {
+    @Test func oneActionIsHandled() async throws {
+        let directory = try TemporaryDirectory()
+        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+        let handler = RecordingHandler<TestAction>()
+        let broker = try await TaskQueueBroker.setup(database: database, name: "handler1", handler: handler)
+        let recorder = EventRecorder(broker)
+        try await database.save(TestAction(key: "only", queueName: "handler1-queue"))
+        #expect(await handler.handled.values(count: 1) == ["only"])
+        _ = await recorder.wait { $0.isSuccess("only") }
+        #expect(try await database.snapshot().isEmpty)
+        await broker.shutdown()
+    }
+
+    @Test func tenActionsInOneQueueRunStrictlyInOrder() async throws {
+        let directory = try TemporaryDirectory()
+        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+        let handler = RecordingHandler<TestAction>()
+        let broker = try await TaskQueueBroker.setup(database: database, name: "handler1", handler: handler)
+        let keys = (0..<10).map { "action\($0)" }
+        for key in keys {
+            try await database.save(TestAction(key: key, queueName: "handler1-queue"))
+        }
+        #expect(await handler.handled.values(count: 10) == keys)
+        await broker.shutdown()
+    }
+
+    @Test func fiveQueuesRunSideBySideEachInOrder() async throws {
+        let directory = try TemporaryDirectory()
+        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+        let handler = RecordingHandler<TestAction>()
+        let broker = try await TaskQueueBroker.setup(database: database, name: "handler1", handler: handler)
+        let counts = [5, 10, 15, 20, 25]
+        // Interleave the saves so that every queue has work from the start.
+        for index in 0..<25 {
+            for (queue, count) in counts.enumerated() where index < count {
+                try await database.save(TestAction(key: "q\(queue)-\(index)", queueName: "handler1-q\(queue)"))
+            }
+        }
+        let handled = await handler.handled.values(count: counts.reduce(0, +))
+        for (queue, count) in counts.enumerated() {
+            let ofQueue = handled.filter { $0.hasPrefix("q\(queue)-") }
+            #expect(ofQueue == (0..<count).map { "q\(queue)-\($0)" })
+        }
+        // Side by side: the shortest queue finishes before the longest is half done.
+        let lastOfShortest = try #require(handled.firstIndex(of: "q0-4"))
+        let halfOfLongest = try #require(handled.firstIndex(of: "q4-12"))
+        #expect(lastOfShortest < halfOfLongest)
+        await broker.shutdown()
+    }
+
+    @Test func setupRegistersABrokerThatClaimsItsPrefix() async throws {
+        let directory = try TemporaryDirectory()
+        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+        let handler = RecordingHandler<TestAction>()
+        let broker = try await TaskQueueBroker.setup(database: database, name: "handler1", handler: handler)
+        #expect(broker.name == "handler1")
+        #expect(broker.queueName(withSuffix: "queue2") == "handler1-queue2")
+        try await database.save(TestAction(key: "elsewhere", queueName: "other-queue"))
+        try await database.save(TestAction(key: "mine", queueName: broker.queueName(withSuffix: "queue2")))
+        #expect(await handler.handled.values(count: 1) == ["mine"])
+        await broker.shutdown()
+        #expect(try await database.snapshot().map(\.name) == ["other-queue"])
+    }
+
+    @Test func filterClosureClaimsTheQueuesItAccepts() async throws {
+        let directory = try TemporaryDirectory()
+        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+        let handler = RecordingHandler<TestAction>()
+        let broker = try await TaskQueueBroker.setup(database: database, name: "handler1", handler: handler) { queueName in
+            queueName.hasSuffix("-mail")
+        }
+        try await database.save(TestAction(key: "skip", queueName: "handler1-queue"))
+        try await database.save(TestAction(key: "take", queueName: "anything-mail"))
+        #expect(await handler.handled.values(count: 1) == ["take"])
+        await broker.shutdown()
+    }
+
+    @Test func actionResavedIntoAnotherBrokersQueueReachesThatBroker() async throws {
+        let directory = try TemporaryDirectory()
+        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+        let handler2 = RecordingHandler<TestAction>()
+        let broker2 = try await TaskQueueBroker.setup(database: database, name: "handler2", handler: handler2)
+        let queue2 = broker2.queueName(withSuffix: "queue")
+        let handler1 = RecordingHandler<TestAction> { action in
+            var moved = action
+            moved.queueName = queue2
+            try? await database.save(moved)
+        }
+        let broker1 = try await TaskQueueBroker.setup(database: database, name: "handler1", handler: handler1)
+        try await database.save(TestAction(key: "hop", queueName: broker1.queueName(withSuffix: "queue")))
+        #expect(await handler1.handled.values(count: 1) == ["hop"])
+        #expect(await handler2.handled.values(count: 1) == ["hop"])
+        await broker1.shutdown()
+        await broker2.shutdown()
+    }
+
+    @Test func failureWithNegativeTimeoutPausesTheQueueUntilRestartQueues() async throws {
+        let directory = try TemporaryDirectory()
+        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+        let handler = CallbackHandler()
+        handler.answer("a", success: false, retryTimeout: -1)
+        let broker = try await TaskQueueBroker.setup(database: database, name: "handler1", handler: handler)
+        let recorder = EventRecorder(broker)
+        try await database.save([TestAction(key: "a", queueName: "handler1-q"), TestAction(key: "b", queueName: "handler1-q")])
+        _ = await recorder.wait { $0.isFailure }
+        let paused = try #require(try await broker.snapshot().first)
+        #expect(paused.pause == .untilRestart)
+        #expect(paused.pending == 2)
+        #expect(paused.attempts == 1)
+        try await broker.restartQueues(["handler1-q"])
+        // b waited for a's retry: nothing ran in between.
+        #expect(await handler.handled.values(count: 3) == ["a", "a", "b"])
+        await broker.shutdown()
+    }
+
+    @Test func failureWithTimeoutRetriesAfterItThenMovesOn() async throws {
+        let directory = try TemporaryDirectory()
+        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+        let clock = ManualClock()
+        let handler = CallbackHandler()
+        handler.answer("a", success: false, retryTimeout: 5)
+        let broker = try await TaskQueueBroker.setup(database: database, name: "handler1", handler: handler, clock: clock)
+        try await database.save([TestAction(key: "a", queueName: "handler1-q"), TestAction(key: "b", queueName: "handler1-q")])
+        await clock.sleepers(atLeast: 1)
+        #expect(handler.handled.values == ["a"])
+        clock.advance(by: .milliseconds(4_900))
+        #expect(clock.sleeperCount == 1)  // the retry timer has not fired
+        clock.advance(by: .milliseconds(100))
+        #expect(await handler.handled.values(count: 3) == ["a", "a", "b"])
+        await broker.shutdown()
+    }
+
+    @Test func deletingAPausedHeadLetsTheNextActionRun() async throws {
+        let directory = try TemporaryDirectory()
+        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+        let handler = RecordingHandler<TestAction>()
+        handler.script("a", .waitForRestart)
+        let broker = try await TaskQueueBroker.setup(database: database, name: "handler1", handler: handler)
+        let recorder = EventRecorder(broker)
+        try await database.save([TestAction(key: "a", queueName: "handler1-q"), TestAction(key: "b", queueName: "handler1-q")])
+        _ = await recorder.wait { $0.isFailure }
+        #expect(try await database.delete(key: "a", collection: "actions"))
+        #expect(await handler.handled.values(count: 2) == ["a", "b"])
+        await broker.shutdown()
+    }
+
+    @Test func deletingAndResavingAPausedActionRunsItWithoutWaitingForTheTimer() async throws {
+        let directory = try TemporaryDirectory()
+        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+        let clock = ManualClock()
+        let handler = RecordingHandler<TestAction>()
+        handler.script("a", .retry(after: .seconds(3600)))
+        let broker = try await TaskQueueBroker.setup(database: database, name: "handler1", handler: handler, clock: clock)
+        try await database.save(TestAction(key: "a", queueName: "handler1-q"))
+        await clock.sleepers(atLeast: 1)
+        try await database.delete(key: "a", collection: "actions")
+        try await database.save(TestAction(key: "a", queueName: "handler1-q"))
+        #expect(await handler.handled.values(count: 2) == ["a", "a"])
+        await broker.shutdown()
+        #expect(try await database.snapshot().isEmpty)
+    }
+
+    @Test func resavingAPausedActionAloneAlsoClearsItsTimer() async throws {
+        let directory = try TemporaryDirectory()
+        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+        let clock = ManualClock()
+        let handler = RecordingHandler<TestAction>()
+        handler.script("a", .retry(after: .seconds(3600)))
+        let broker = try await TaskQueueBroker.setup(database: database, name: "handler1", handler: handler, clock: clock)
+        try await database.save(TestAction(key: "a", queueName: "handler1-q"))
+        await clock.sleepers(atLeast: 1)
+        try await database.save(TestAction(key: "a", queueName: "handler1-q"))
+        #expect(await handler.handled.values(count: 2) == ["a", "a"])
+        await broker.shutdown()
+    }
+}
