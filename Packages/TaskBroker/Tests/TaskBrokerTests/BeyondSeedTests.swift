@@ -126,7 +126,6 @@ struct BeyondSeedTests {
         let database = try await TaskDatabase.sqlite(path: path)
         try await database.save(TestAction(key: "a", queueName: "mail-1"))
         let gate = GateHandler()
-        gate.release("a")
         let broker = try await TaskQueueBroker.setup(database: database, name: "mail", handler: gate)
         #expect(await gate.started.values(count: 1) == ["a"])
 
@@ -152,6 +151,7 @@ struct BeyondSeedTests {
         }
         #expect(empty?.code == .invalidName)
 
+        gate.release("a")
         await broker.shutdown()
         // Once shut down, the name is free again.
         let again = try await TaskQueueBroker.setup(database: sameFile, name: "mail", handler: RecordingHandler<TestAction>())
