@@ -1,0 +1,74 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import AsyncPrimitivesTesting
+import Foundation
+import TaskBroker
+
+/// The action type of the crash helper (same JSON shape as its own `CrashAction`).
+struct CrashAction: TaskQueueAction {
+    var key: String
+    var collection = "crash"
+    var queueName: String
+    var index: Int
+}
+
+/// One run of the `TaskBrokerCrashHelper` executable, with its stdout lines as they arrive.
+final class CrashHelperRun: Sendable {
+    let process: Process
+    /// stdout lines; "EOF" when the process closed its stdout.
+    let lines = EventCollector<String>()
+
+    init(database: String, log: String) throws {
+        process = Process()
+        process.executableURL = Self.helperURL
+        process.arguments = [database, log]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let handle = pipe.fileHandleForReading
+        let lines = self.lines
+        Thread.detachNewThread {
+            var buffer = Data()
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty { break }
+                buffer.append(chunk)
+                while let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                    lines.record(String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self))
+                    buffer = Data(buffer[buffer.index(after: newline)...])
+                }
+            }
+            lines.record("EOF")
+        }
+    }
+
+    /// Waits for the next line after the first `count` lines.
+    func line(after count: Int) async -> String {
+        await lines.values(count: count + 1)[count]
+    }
+
+    func kill() {
+        _ = Glibc.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// The helper sits next to the test bundle in the build directory.
+    static var helperURL: URL {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+            .deletingLastPathComponent().appendingPathComponent("TaskBrokerCrashHelper")
+    }
+}
+
+/// A small seeded generator so that a failing crash run can be replayed.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
