@@ -6,6 +6,7 @@ public final class Deferred<Value: Sendable>: Future<Value>, @unchecked Sendable
     // `@unchecked` because `Future` is `@unchecked`; `Deferred` adds no stored state.
 
     /// Creates an unfilled future.
+    @inlinable
     override public init() {
         super.init()
     }
@@ -16,7 +17,7 @@ public final class Deferred<Value: Sendable>: Future<Value>, @unchecked Sendable
     ///
     /// - Parameter value: The value of the future.
     /// - Returns: `true` when this call filled the future, `false` when it was already filled.
-    @discardableResult
+    @inlinable @discardableResult
     public func fill(value: Value) -> Bool {
         complete(value)
     }

@@ -13,6 +13,7 @@ public final class DeferredResult<Value: Sendable>: FutureResult<Value>, @unchec
     // `@unchecked` because `FutureResult` is `@unchecked`; `DeferredResult` adds no stored state.
 
     /// Creates an unfilled future.
+    @inlinable
     override public init() {
         super.init()
     }
@@ -23,7 +24,7 @@ public final class DeferredResult<Value: Sendable>: FutureResult<Value>, @unchec
     ///
     /// - Parameter value: The value of the future.
     /// - Returns: `true` when this call filled the future, `false` when it was already filled.
-    @discardableResult
+    @inlinable @discardableResult
     public func success(value: Value) -> Bool {
         complete(.success(value))
     }
@@ -34,7 +35,7 @@ public final class DeferredResult<Value: Sendable>: FutureResult<Value>, @unchec
     ///
     /// - Parameter error: Why the value could not be produced.
     /// - Returns: `true` when this call filled the future, `false` when it was already filled.
-    @discardableResult
+    @inlinable @discardableResult
     public func failure(error: any Error) -> Bool {
         complete(.failure(error))
     }
@@ -45,7 +46,7 @@ public final class DeferredResult<Value: Sendable>: FutureResult<Value>, @unchec
     ///
     /// - Parameter result: The value or the error of the future.
     /// - Returns: `true` when this call filled the future, `false` when it was already filled.
-    @discardableResult
+    @inlinable @discardableResult
     public func fill(result: Result<Value, any Error>) -> Bool {
         complete(result)
     }

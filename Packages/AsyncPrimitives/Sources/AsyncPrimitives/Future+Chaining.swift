@@ -8,6 +8,7 @@ extension Future {
     ///   - queue: Where `function` runs. Defaults to ``CallbackQueue/default``.
     ///   - function: Receives this future's value and returns the next future.
     /// - Returns: A future filled with the value of the future that `function` returns.
+    @inlinable
     public func then<Out>(
         upon queue: DispatchQueue = CallbackQueue.default,
         pipeInto function: @escaping @Sendable (Value) -> Future<Out>
@@ -22,6 +23,7 @@ extension Future {
     ///   - queue: Where `function` runs. Defaults to ``CallbackQueue/default``.
     ///   - function: Receives this future's value and returns the next value.
     /// - Returns: A future filled with what `function` returns.
+    @inlinable
     public func then<Out>(
         upon queue: DispatchQueue = CallbackQueue.default,
         pipeInto function: @escaping @Sendable (Value) -> Out
@@ -36,6 +38,7 @@ extension Future {
     ///   - queue: Where `function` runs. Defaults to ``CallbackQueue/default``.
     ///   - function: Receives this future's value and returns the next future.
     /// - Returns: A future filled with the value of the future that `function` returns.
+    @inlinable
     public func pipe<Out>(
         upon queue: DispatchQueue = CallbackQueue.default,
         into function: @escaping @Sendable (Value) -> Future<Out>
@@ -54,6 +57,7 @@ extension Future {
     ///   - queue: Where `function` runs. Defaults to ``CallbackQueue/default``.
     ///   - function: Receives this future's value and returns the next value.
     /// - Returns: A future filled with what `function` returns.
+    @inlinable
     public func pipe<Out>(
         upon queue: DispatchQueue = CallbackQueue.default,
         into function: @escaping @Sendable (Value) -> Out

@@ -1,5 +1,5 @@
 public import Dispatch
-import Synchronization
+public import Synchronization
 
 /// A container that is filled with a value once, asynchronously.
 ///
@@ -27,9 +27,10 @@ import Synchronization
 public class Future<Value: Sendable>: @unchecked Sendable {
     // `@unchecked` because the class is not final (``Deferred`` subclasses it). Safe: the only
     // stored property is a `Mutex`, the class is not `open`, and `Deferred` adds no state.
-    let state: Mutex<CallbackState<Value>>
+    @usableFromInline let state: Mutex<CallbackState<Value>>
 
     /// Creates an unfilled future; ``Deferred`` is the public way to make one.
+    @inlinable
     init() {
         state = Mutex(CallbackState())
     }
@@ -37,6 +38,7 @@ public class Future<Value: Sendable>: @unchecked Sendable {
     /// Creates a future that is already filled with `value`.
     ///
     /// - Parameter value: The value of the future.
+    @inlinable
     public init(value: Value) {
         state = Mutex(CallbackState(value: value))
     }
@@ -70,6 +72,7 @@ public class Future<Value: Sendable>: @unchecked Sendable {
     ///   - queue: Where `handler` runs. Defaults to ``CallbackQueue/default`` (the main queue
     ///     unless the process changed it).
     ///   - handler: Receives the value.
+    @inlinable
     public func then(
         upon queue: DispatchQueue = CallbackQueue.default,
         run handler: @escaping @Sendable (Value) -> Void
@@ -78,7 +81,8 @@ public class Future<Value: Sendable>: @unchecked Sendable {
     }
 
     /// Attaches a callback; runs it at once (as scheduled) when the future is filled.
-    func observe(_ callback: Callback<Value>) {
+    @inlinable
+    final func observe(_ callback: Callback<Value>) {
         if let value = state.withLock({ $0.add(callback) }) {
             Scheduler.schedule(callback, with: value)
         }
@@ -87,7 +91,8 @@ public class Future<Value: Sendable>: @unchecked Sendable {
     /// Fills the future unless it is filled already, then schedules its handlers.
     ///
     /// - Returns: `false` when the future was already filled; nothing changes then.
-    func complete(_ value: Value) -> Bool {
+    @inlinable
+    final func complete(_ value: Value) -> Bool {
         guard let callbacks = state.withLock({ $0.fill(value) }) else { return false }
         callbacks.run(with: value)
         return true

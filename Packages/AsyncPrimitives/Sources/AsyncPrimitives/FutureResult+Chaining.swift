@@ -17,6 +17,7 @@ extension FutureResult {
     ///   - function: Receives the successful value and returns the next future result.
     /// - Returns: A future with the result of the future that `function` returns, or this
     ///   future's error.
+    @inlinable
     public func pipe<Out>(
         upon queue: DispatchQueue = CallbackQueue.default,
         into function: @escaping @Sendable (Value) -> FutureResult<Out>
@@ -43,6 +44,7 @@ extension FutureResult {
     ///   - function: Receives the successful value and returns the next future result.
     /// - Returns: A future with the result of the future that `function` returns, the error
     ///   it threw, or this future's error.
+    @inlinable
     public func pipe<Out>(
         upon queue: DispatchQueue = CallbackQueue.default,
         into function: @escaping @Sendable (Value) throws -> FutureResult<Out>
@@ -68,6 +70,7 @@ extension FutureResult {
     ///   - function: Receives the successful value and returns a future of the next value.
     /// - Returns: A future with the value of the future `function` returns, the error it
     ///   threw, or this future's error.
+    @inlinable
     public func pipe<Out>(
         upon queue: DispatchQueue = CallbackQueue.default,
         into function: @escaping @Sendable (Value) throws -> Future<Out>
@@ -93,6 +96,7 @@ extension FutureResult {
     ///   - function: Receives the successful value and returns a future of the next value.
     /// - Returns: A future with the value of the future `function` returns, or this future's
     ///   error.
+    @inlinable
     public func pipe<Out>(
         upon queue: DispatchQueue = CallbackQueue.default,
         into function: @escaping @Sendable (Value) -> Future<Out>
@@ -119,6 +123,7 @@ extension FutureResult {
     ///   - function: Receives the successful value and returns the next value.
     /// - Returns: A future with what `function` returns, the error it threw, or this future's
     ///   error.
+    @inlinable
     public func pipe<Out>(
         upon queue: DispatchQueue = CallbackQueue.default,
         into function: @escaping @Sendable (Value) throws -> Out
@@ -139,6 +144,7 @@ extension FutureResult {
     ///   - queue: Where `function` runs. Defaults to ``CallbackQueue/default``.
     ///   - function: Receives the successful value and returns the next value.
     /// - Returns: A future with what `function` returns, or this future's error.
+    @inlinable
     public func pipe<Out>(
         upon queue: DispatchQueue = CallbackQueue.default,
         into function: @escaping @Sendable (Value) -> Out

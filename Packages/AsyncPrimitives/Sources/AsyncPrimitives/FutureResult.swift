@@ -1,5 +1,5 @@
 public import Dispatch
-import Synchronization
+public import Synchronization
 
 /// A future of a `Result`: a value, or the error that prevented it.
 ///
@@ -22,9 +22,10 @@ public class FutureResult<Value: Sendable>: @unchecked Sendable {
     // `@unchecked` because the class is not final (``DeferredResult`` subclasses it). Safe:
     // the only stored property is a `Mutex`, the class is not `open`, and `DeferredResult`
     // adds no state.
-    let state: Mutex<CallbackState<Result<Value, any Error>>>
+    @usableFromInline let state: Mutex<CallbackState<Result<Value, any Error>>>
 
     /// Creates an unfilled future; ``DeferredResult`` is the public way to make one.
+    @inlinable
     init() {
         state = Mutex(CallbackState())
     }
@@ -32,6 +33,7 @@ public class FutureResult<Value: Sendable>: @unchecked Sendable {
     /// Creates a future that already holds `result`.
     ///
     /// - Parameter result: The result of the future.
+    @inlinable
     public init(result: Result<Value, any Error>) {
         state = Mutex(CallbackState(value: result))
     }
@@ -39,6 +41,7 @@ public class FutureResult<Value: Sendable>: @unchecked Sendable {
     /// Creates a future that already holds the value `value`.
     ///
     /// - Parameter value: The successful value of the future.
+    @inlinable
     public convenience init(value: Value) {
         self.init(result: .success(value))
     }
@@ -97,6 +100,7 @@ public class FutureResult<Value: Sendable>: @unchecked Sendable {
     ///   - queue: Where `handler` runs. Defaults to ``CallbackQueue/default`` (the main queue
     ///     unless the process changed it).
     ///   - handler: Receives `.success(value)` or `.failure(error)`.
+    @inlinable
     public func then(
         upon queue: DispatchQueue = CallbackQueue.default,
         handleResult handler: @escaping ResultHandler<Value>
@@ -105,7 +109,8 @@ public class FutureResult<Value: Sendable>: @unchecked Sendable {
     }
 
     /// Attaches a callback; runs it at once (as scheduled) when the future is filled.
-    func observe(_ callback: Callback<Result<Value, any Error>>) {
+    @inlinable
+    final func observe(_ callback: Callback<Result<Value, any Error>>) {
         if let value = state.withLock({ $0.add(callback) }) {
             Scheduler.schedule(callback, with: value)
         }
@@ -114,7 +119,8 @@ public class FutureResult<Value: Sendable>: @unchecked Sendable {
     /// Fills the future unless it is filled already, then schedules its handlers.
     ///
     /// - Returns: `false` when the future was already filled; nothing changes then.
-    func complete(_ result: Result<Value, any Error>) -> Bool {
+    @inlinable
+    final func complete(_ result: Result<Value, any Error>) -> Bool {
         guard let callbacks = state.withLock({ $0.fill(result) }) else { return false }
         callbacks.run(with: result)
         return true

@@ -1,4 +1,4 @@
-import Dispatch
+public import Dispatch
 
 #if canImport(Glibc)
 import Glibc
@@ -9,6 +9,7 @@ import Darwin
 #endif
 
 /// One piece of work for a callback queue.
+@usableFromInline
 typealias Job = @Sendable () -> Void
 
 /// A handler attached to a future: where it runs and what it does with the value.
@@ -16,26 +17,38 @@ typealias Job = @Sendable () -> Void
 /// A `nil` queue marks an internal observer (forwarding into another future, resuming a
 /// continuation). Those run right after the fill, outside any lock, on the filling thread;
 /// they never run user code.
+@usableFromInline
 struct Callback<Value: Sendable>: Sendable {
-    let queue: DispatchQueue?
-    let body: @Sendable (Value) -> Void
+    @usableFromInline let queue: DispatchQueue?
+    @usableFromInline let body: @Sendable (Value) -> Void
+
+    @inlinable
+    init(queue: DispatchQueue?, body: @escaping @Sendable (Value) -> Void) {
+        self.queue = queue
+        self.body = body
+    }
 }
 
 /// The handlers of a future and, once filled, its value.
 ///
 /// The first handler is stored inline: most futures in a chain have exactly one.
-struct CallbackState<Value: Sendable>: ~Copyable {
-    private(set) var value: Value?
-    private var first: Callback<Value>?
-    private var rest: [Callback<Value>] = []
+@usableFromInline
+struct CallbackState<Value: Sendable>: ~Copyable, Sendable {
+    @usableFromInline var value: Value?
+    @usableFromInline var first: Callback<Value>?
+    @usableFromInline var rest: [Callback<Value>]
 
+    @inlinable
     init(value: Value? = nil) {
         self.value = value
+        self.first = nil
+        self.rest = []
     }
 
     /// Stores `callback` unless the future is filled.
     ///
     /// - Returns: The value when the future is already filled; the caller runs `callback`.
+    @inlinable
     mutating func add(_ callback: Callback<Value>) -> Value? {
         if let value { return value }
         if first == nil {
@@ -50,6 +63,7 @@ struct CallbackState<Value: Sendable>: ~Copyable {
     ///
     /// The future keeps no reference to its handlers afterwards, so a handler that captures
     /// the future does not form a cycle once the future is filled.
+    @inlinable
     mutating func fill(_ newValue: Value) -> Callbacks<Value>? {
         if value != nil { return nil }
         value = newValue
@@ -61,12 +75,20 @@ struct CallbackState<Value: Sendable>: ~Copyable {
 }
 
 /// The handlers taken from a future at its fill.
-struct Callbacks<Value: Sendable> {
-    let first: Callback<Value>?
-    let rest: [Callback<Value>]
+@usableFromInline
+struct Callbacks<Value: Sendable>: Sendable {
+    @usableFromInline let first: Callback<Value>?
+    @usableFromInline let rest: [Callback<Value>]
+
+    @inlinable
+    init(first: Callback<Value>?, rest: [Callback<Value>]) {
+        self.first = first
+        self.rest = rest
+    }
 
     /// Runs every handler with `value`: internal observers at once, user handlers
     /// asynchronously on their queues, in the order they were added.
+    @inlinable
     func run(with value: Value) {
         guard let first else { return }
         if rest.isEmpty {
@@ -85,8 +107,10 @@ struct Callbacks<Value: Sendable> {
 /// instead of dispatching them again. They still run after the current handler returns, never
 /// inside `fill` or `then`, and on the queue they asked for; a chain of any length runs as a
 /// loop, not as nested calls, so it cannot overflow the stack.
-enum Scheduler {
+@usableFromInline
+enum Scheduler: Sendable {
     /// Schedules one callback.
+    @inlinable
     static func schedule<Value>(_ callback: Callback<Value>, with value: Value) {
         guard let queue = callback.queue else {
             callback.body(value)
@@ -97,13 +121,14 @@ enum Scheduler {
         if let drain = DrainContext.current, drain.queue === queue {
             drain.append(job)
         } else {
-            queue.async { DrainContext.run(on: queue, first: job) }
+            DrainContext.dispatch(job, on: queue)
         }
     }
 
     /// Schedules several callbacks of one future, keeping their order: consecutive handlers
     /// for the same queue share one dispatched block, so they run in order even on a
     /// concurrent queue.
+    @inlinable
     static func schedule<Value>(_ callbacks: [Callback<Value>], with value: Value) {
         let drain = DrainContext.current
         var group: [Job] = []
@@ -111,7 +136,7 @@ enum Scheduler {
         func flush() {
             guard let queue = groupQueue, !group.isEmpty else { return }
             let jobs = group
-            queue.async { DrainContext.run(on: queue, jobs: jobs) }
+            DrainContext.dispatch(jobs, on: queue)
             group = []
         }
         for callback in callbacks {
@@ -139,8 +164,9 @@ enum Scheduler {
 ///
 /// Only the thread running the block touches it (it is found through a thread-local slot that
 /// the block sets on entry and restores on exit), so it needs no lock.
+@usableFromInline
 final class DrainContext {
-    let queue: DispatchQueue
+    @usableFromInline let queue: DispatchQueue
     private var jobs: [Job] = []
     private var head = 0
 
@@ -148,6 +174,7 @@ final class DrainContext {
         self.queue = queue
     }
 
+    @usableFromInline
     func append(_ job: @escaping Job) {
         jobs.append(job)
     }
@@ -164,9 +191,22 @@ final class DrainContext {
     }
 
     /// The block running on this thread, if it is one of ours.
+    @usableFromInline
     static var current: DrainContext? {
         guard let pointer = pthread_getspecific(slot) else { return nil }
         return Unmanaged<DrainContext>.fromOpaque(pointer).takeUnretainedValue()
+    }
+
+    /// Dispatches one block that runs `job`, then every job appended while it drains.
+    @usableFromInline
+    static func dispatch(_ job: @escaping Job, on queue: DispatchQueue) {
+        queue.async { run(on: queue, first: job) }
+    }
+
+    /// Dispatches one block that runs `jobs` in order on `queue`.
+    @usableFromInline
+    static func dispatch(_ jobs: [Job], on queue: DispatchQueue) {
+        queue.async { run(on: queue, jobs: jobs) }
     }
 
     /// Runs `first` and then every job appended while draining, on the current thread, which
@@ -196,3 +236,7 @@ final class DrainContext {
         return key
     }()
 }
+
+/// Not `Sendable`: a drain context belongs to the one thread that runs its block.
+@available(*, unavailable)
+extension DrainContext: Sendable {}
