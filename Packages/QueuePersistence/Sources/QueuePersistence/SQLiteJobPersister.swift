@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 public import Logging
 public import QueueCore
@@ -126,32 +127,67 @@ public final class SQLiteJobPersister<JobType: QueueJob>: JobPersister, Sendable
     /// - Returns: The stored jobs, oldest first.
     /// - Throws: ``PersistenceError`` (`.readFailed`, `.corruptDatabase`).
     public func load() throws -> [JobType] {
-        let decoder = JSONDecoder()
+        // Decoding dominates a large load, so rows are read in chunks and each chunk is
+        // decoded on every core; only one chunk of raw payloads is in memory at a time.
+        let workers = max(1, min(8, ProcessInfo.processInfo.activeProcessorCount))
+        let chunkSize = 2048 * workers
         var jobs: [JobType] = []
         var found: [PersistenceError] = []
+        var chunk: [Data] = []
+        chunk.reserveCapacity(chunkSize)
         var position = 0
-        try store.forEachPayload(queue: queueName) { payload in
-            position += 1
-            do {
-                jobs.append(try JobCodec.decode(JobType.self, from: payload, decoder: decoder))
-            } catch {
-                logger.error(
-                    "Undecodable job row skipped",
-                    metadata: ["queue": "\(queueName)", "position": "\(position)", "error": "\(error)"]
-                )
-                found.append(
-                    PersistenceError(
-                        code: .corruptJob,
-                        message: "Stored job number \(position) of queue \(queueName) could not be decoded as "
-                            + "\(JobType.self); it was kept in the database and skipped.",
-                        path: path,
-                        underlying: error
+        func flush() {
+            for outcome in Self.decode(chunk, workers: workers) {
+                position += 1
+                switch outcome {
+                case .success(let job):
+                    jobs.append(job)
+                case .failure(let error):
+                    logger.error(
+                        "Undecodable job row skipped",
+                        metadata: ["queue": "\(queueName)", "position": "\(position)", "error": "\(error)"]
                     )
-                )
+                    found.append(
+                        PersistenceError(
+                            code: .corruptJob,
+                            message: "Stored job number \(position) of queue \(queueName) could not be decoded as "
+                                + "\(JobType.self); it was kept in the database and skipped.",
+                            path: path,
+                            underlying: error
+                        )
+                    )
+                }
             }
+            chunk.removeAll(keepingCapacity: true)
         }
+        try store.forEachPayload(queue: queueName) { payload in
+            chunk.append(payload)
+            if chunk.count == chunkSize { flush() }
+        }
+        flush()
         issues.withLock { $0 = found }
         return jobs
+    }
+
+    /// Decodes `payloads` on up to `workers` threads, keeping their order.
+    private static func decode(_ payloads: [Data], workers: Int) -> [Result<JobType, PersistenceError>] {
+        guard payloads.count > 256, workers > 1 else {
+            let decoder = JSONDecoder()
+            return payloads.map { payload in
+                Result { () throws(PersistenceError) -> JobType in try JobCodec.decode(JobType.self, from: payload, decoder: decoder) }
+            }
+        }
+        let slice = (payloads.count + workers - 1) / workers
+        let slots = Mutex<[[Result<JobType, PersistenceError>]]>(Array(repeating: [], count: workers))
+        DispatchQueue.concurrentPerform(iterations: workers) { worker in
+            let range = min(payloads.count, worker * slice)..<min(payloads.count, (worker + 1) * slice)
+            let decoder = JSONDecoder()
+            let decoded = payloads[range].map { payload in
+                Result { () throws(PersistenceError) -> JobType in try JobCodec.decode(JobType.self, from: payload, decoder: decoder) }
+            }
+            slots.withLock { $0[worker] = decoded }
+        }
+        return slots.withLock { $0.flatMap { $0 } }
     }
 
     /// Deletes every stored job of this queue (other queues in the file are kept), then calls
