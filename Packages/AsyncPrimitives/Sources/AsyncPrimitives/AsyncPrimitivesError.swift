@@ -15,6 +15,7 @@ public struct AsyncPrimitivesError: Error, Sendable, CustomStringConvertible {
         /// An index path named a section or row that an object data source does not have.
         public static let indexOutOfRange = Code("indexOutOfRange")
 
+        /// The code's name, such as `timedOut`.
         public var description: String { name }
     }
 
@@ -32,6 +33,7 @@ public struct AsyncPrimitivesError: Error, Sendable, CustomStringConvertible {
         self.underlying = underlying
     }
 
+    /// The code and the message, followed by the underlying error when there is one.
     public var description: String {
         if let underlying {
             return "\(code): \(message) (\(underlying))"

@@ -12,7 +12,12 @@ struct FutureTests {
         future.then { number in
             numbers.record(number)
         }
-        #expect(await numbers.values(count: 1) == [6_557_470_319_842])
+        // A multi-statement trailing closure, as in the seed, picks `then(upon:run:)` too.
+        future.then { number in
+            let text = "\(number)"
+            numbers.record(UInt64(text) ?? 0)
+        }
+        #expect(await numbers.values(count: 2) == [6_557_470_319_842, 6_557_470_319_842])
     }
 
     @Test func seedChainSumsTheFactorsOfAFibonacciNumber() async {
