@@ -4,6 +4,9 @@ import PackageDescription
 let package = Package(
     name: "Integration",
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
+    products: [
+        .executable(name: "queuekit", targets: ["queuekit"]),
+    ],
     dependencies: [
         .package(path: "../Packages/AsyncPrimitives"),
         .package(path: "../Packages/QueueCore"),
@@ -11,8 +14,24 @@ let package = Package(
         .package(path: "../Packages/QueuePersistence"),
         .package(path: "../Packages/JobChain"),
         .package(path: "../Packages/TaskBroker"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
     ],
     targets: [
+        // The `queuekit` command-line tool: the end-to-end demo and a small admin CLI over a
+        // TaskBroker SQLite file.
+        .executableTarget(
+            name: "queuekit",
+            dependencies: [
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ObjectDataSource", package: "AsyncPrimitives"),
+                .product(name: "QueueRetry", package: "QueueRetry"),
+                .product(name: "TaskBroker", package: "TaskBroker"),
+                // The demo keeps its own bookkeeping row in the broker's SQLite file, written in
+                // the same transactions as the actions it enqueues.
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
@@ -23,6 +42,9 @@ let package = Package(
                 .product(name: "QueuePersistence", package: "QueuePersistence"),
                 .product(name: "JobChain", package: "JobChain"),
                 .product(name: "TaskBroker", package: "TaskBroker"),
+                .product(name: "ObjectDataSource", package: "AsyncPrimitives"),
+                // So that `swift test` builds the binary that the subprocess tests run.
+                "queuekit",
             ]
         ),
     ],

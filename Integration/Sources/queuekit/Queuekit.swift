@@ -1,0 +1,55 @@
+import ArgumentParser
+import Foundation
+
+/// The `queuekit` tool: the end-to-end demo and a small admin CLI over a TaskBroker SQLite file.
+struct Queuekit: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "queuekit",
+        abstract: "Durable upload queues on an embedded SQLite file: the QueueKit demo and its admin commands.",
+        discussion: """
+            Every command takes --database sqlite:PATH (default: sqlite:./queuekit-demo.sqlite).
+            Uploads of user U run in order on the queue uploads-U; an upload that fails \
+            --max-attempts times moves to deadletter-U.
+            """,
+        subcommands: [Demo.self, Enqueue.self, Work.self, List.self, Stats.self, Retry.self, Purge.self]
+    )
+}
+
+/// The entry point: runs the command and turns every failure into one line on stderr and a
+/// non-zero exit status (never a stack trace).
+@main
+enum Main {
+    static func main() async {
+        do {
+            var command = try Queuekit.parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch let error as ExitCode {
+            exit(error.rawValue)
+        } catch let error as QueuekitError {
+            fail(error.message, status: error.exitCode)
+        } catch {
+            let status = Queuekit.exitCode(for: error)
+            if status == .success {
+                // --help and --version are not failures.
+                Queuekit.exit(withError: error)
+            }
+            let message = Queuekit.message(for: error)
+                .split(separator: "\n").first.map(String.init) ?? "\(error)"
+            fail("\(message.replacingOccurrences(of: "Error: ", with: "")) (see `queuekit help`)", status: status.rawValue)
+        }
+    }
+
+    private static func fail(_ message: String, status: Int32) -> Never {
+        FileHandle.standardError.write(Data("queuekit: \(message)\n".utf8))
+        exit(status == 0 ? 1 : status)
+    }
+}
+
+/// Writes a line to stdout at once (unbuffered, so lines keep their order with the progress line).
+func say(_ text: String = "") {
+    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+}

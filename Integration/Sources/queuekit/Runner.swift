@@ -1,0 +1,190 @@
+import Dispatch
+import Foundation
+import Synchronization
+import TaskBroker
+
+/// How a run ended.
+struct RunReport: Sendable {
+    var counts: RunProgress.Counts
+    var elapsed: Duration
+    var interrupted: Bool
+
+    var rate: Double {
+        let seconds = elapsed.seconds
+        return seconds > 0 ? Double(counts.handled) / seconds : 0
+    }
+}
+
+/// Runs the upload broker over a store until every live action stored at the start is handled,
+/// or until SIGINT/SIGTERM, printing progress as it goes.
+enum Runner {
+    static func run(store: Store, settings: HandlerSettings, concurrency: Int, title: String) async throws -> RunReport {
+        // What is there to do, and how often has each stored action failed already?
+        var target = 0
+        var storedFailures: [String: Int] = [:]
+        for queue in try await store.queues() where QueueNames.isLive(queue.name) {
+            for task in try await store.tasks(in: queue.name) {
+                target += 1
+                if task.attempts > 0 { storedFailures[task.key] = task.attempts }
+            }
+        }
+        let progress = RunProgress(target: target)
+        guard target > 0 else {
+            return RunReport(counts: progress.counts, elapsed: .zero, interrupted: false)
+        }
+        let handler = UploadHandler(
+            settings: settings, database: store.database, progress: progress, storedFailures: storedFailures
+        )
+        let signals = SignalWatcher()
+        let clock = ContinuousClock()
+        let start = clock.now
+        let broker = try await store.run("start the broker") {
+            try await TaskQueueBroker.setup(
+                database: store.database, name: QueueNames.broker, handler: handler,
+                configuration: .init(maxConcurrentQueues: concurrency, shutdownTimeout: .seconds(10))
+            )
+        }
+        let printer = ProgressPrinter(title: title)
+        let interrupted = await withTaskGroup(of: Bool.self) { group -> Bool in
+            group.addTask {
+                await progress.waitUntilDone()
+                return false
+            }
+            group.addTask {
+                for await _ in signals.stream {
+                    return true
+                }
+                return false
+            }
+            group.addTask {
+                while !Task.isCancelled {
+                    printer.show(progress.counts, elapsed: clock.now - start)
+                    do {
+                        try await Task.sleep(for: printer.interval)
+                    } catch {
+                        break
+                    }
+                }
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        if interrupted {
+            printer.finishLine()
+            printer.note("interrupted: letting the running uploads finish (Ctrl-C again to quit at once)…")
+        }
+        await broker.shutdown()
+        signals.stop()
+        let elapsed = clock.now - start
+        printer.show(progress.counts, elapsed: elapsed, force: true)
+        printer.finishLine()
+        return RunReport(counts: progress.counts, elapsed: elapsed, interrupted: interrupted)
+    }
+}
+
+/// Turns SIGINT and SIGTERM into an `AsyncStream`; a second signal exits at once.
+final class SignalWatcher: Sendable {
+    let stream: AsyncStream<Int32>
+    private let sources: Mutex<[any DispatchSourceSignal]>
+
+    init() {
+        let (stream, continuation) = AsyncStream.makeStream(of: Int32.self)
+        self.stream = stream
+        let received = Atomic<Int>(0)
+        var sources: [any DispatchSourceSignal] = []
+        for signalNumber in [SIGINT, SIGTERM] {
+            signal(signalNumber, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+            source.setEventHandler {
+                if received.add(1, ordering: .relaxed).newValue > 1 {
+                    FileHandle.standardError.write(Data("\nqueuekit: stopped at once; stored actions run again next time.\n".utf8))
+                    exit(130)
+                }
+                continuation.yield(signalNumber)
+            }
+            source.resume()
+            sources.append(source)
+        }
+        self.sources = Mutex(sources)
+    }
+
+    func stop() {
+        let sources = self.sources.withLock { sources in
+            defer { sources = [] }
+            return sources
+        }
+        for source in sources {
+            source.cancel()
+        }
+    }
+}
+
+/// Prints the live progress line: redrawn in place on a terminal, a plain line per second
+/// otherwise (a log file, a pipe, CI).
+final class ProgressPrinter: Sendable {
+    let title: String
+    let isTerminal: Bool
+    let interval: Duration
+    private let lastLine = Mutex<String>("")
+
+    init(title: String) {
+        self.title = title
+        self.isTerminal = isatty(STDOUT_FILENO) == 1
+        self.interval = isTerminal ? .milliseconds(200) : .seconds(1)
+    }
+
+    func show(_ counts: RunProgress.Counts, elapsed: Duration, force: Bool = false) {
+        let seconds = elapsed.seconds
+        let rate = seconds > 0 ? Double(counts.handled) / seconds : 0
+        let eta = rate > 0 ? "\(Int((Double(counts.remaining) / rate).rounded(.up)))s" : "--"
+        let done = counts.target > 0 ? counts.handled * 100 / counts.target : 100
+        let line = "\(title) \(pad3(done))% | done \(grouped(counts.uploaded)) | failed \(grouped(counts.deadLettered))"
+            + " | retrying \(counts.waiting.count) | \(grouped(Int(rate)))/s | ETA \(eta)"
+        let changed = lastLine.withLock { last -> Bool in
+            defer { last = line }
+            return last != line
+        }
+        guard changed || force else { return }
+        if isTerminal {
+            write("\r\u{1B}[2K" + line)
+        } else {
+            write(line + "\n")
+        }
+    }
+
+    /// Ends the line being redrawn on a terminal.
+    func finishLine() {
+        if isTerminal { write("\n") }
+    }
+
+    func note(_ text: String) {
+        write(text + "\n")
+    }
+
+    private func write(_ text: String) {
+        FileHandle.standardOutput.write(Data(text.utf8))
+    }
+
+    private func pad3(_ n: Int) -> String {
+        String(repeating: " ", count: max(0, 3 - String(n).count)) + String(n)
+    }
+}
+
+extension Duration {
+    var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}
+
+/// `12345` as `12,345`.
+func grouped(_ n: Int) -> String {
+    let digits = String(n.magnitude)
+    var out = ""
+    for (index, character) in digits.enumerated() {
+        if index > 0, (digits.count - index) % 3 == 0 { out.append(",") }
+        out.append(character)
+    }
+    return n < 0 ? "-" + out : out
+}

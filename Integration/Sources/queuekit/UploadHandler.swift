@@ -1,0 +1,156 @@
+import Foundation
+import QueueRetry
+import Synchronization
+import TaskBroker
+
+/// How the upload handler behaves: its retry policy and how long a simulated upload takes.
+struct HandlerSettings: Sendable {
+    /// Attempts before an upload goes to its dead-letter queue.
+    var maxAttempts: Int = 5
+    /// The delay before each retry, doubling from `initial` up to `maximum`.
+    var backoff = Backoff(initial: .milliseconds(20), maximum: .milliseconds(500))
+    /// How long an average (4 MB) upload takes; larger files take longer.
+    var averageWork: Duration = .milliseconds(2)
+
+    func work(for bytes: Int) -> Duration {
+        averageWork * (Double(max(bytes, 1)) / 4_000_000)
+    }
+}
+
+/// Runs simulated uploads: each fails as its action says, is retried with backoff through the
+/// broker's timed retries, and after `maxAttempts` failed attempts is moved, in one
+/// transaction, to its user's dead-letter queue.
+final class UploadHandler: TaskQueueHandler {
+    typealias Action = UploadAction
+
+    private let settings: HandlerSettings
+    private let database: TaskDatabase
+    private let progress: RunProgress
+    /// Failed attempts per action key, seeded from the attempts the broker stored, so that a
+    /// restarted run counts on from where the last one stopped.
+    private let failures: Mutex<[String: Int]>
+
+    init(settings: HandlerSettings, database: TaskDatabase, progress: RunProgress, storedFailures: [String: Int]) {
+        self.settings = settings
+        self.database = database
+        self.progress = progress
+        self.failures = Mutex(storedFailures)
+    }
+
+    func handle(_ action: UploadAction) async -> TaskResult {
+        progress.started(queue: action.queueName)
+        let work = settings.work(for: action.bytes)
+        if work > .zero {
+            try? await Task.sleep(for: work)
+        }
+        let failed = failures.withLock { $0[action.key] ?? 0 }
+        let attempt = failed + 1
+        guard action.failsPermanently || failed < action.transientFailures else {
+            failures.withLock { $0[action.key] = nil }
+            progress.record(.uploaded(afterRetry: failed > 0))
+            return .success
+        }
+        let error = action.failsPermanently ? "HTTP 413: the server rejected the file" : "HTTP 503: the server is busy"
+        if attempt >= settings.maxAttempts {
+            do {
+                // Move the action: delete the live one (the broker then ignores this handler's
+                // outcome) and store the dead letter, committed together.
+                let dead = action.deadLettered(attempts: attempt, error: error)
+                try await database.write { tx in
+                    try tx.save(dead)
+                    try tx.delete(key: action.key, collection: action.collection)
+                }
+                failures.withLock { $0[action.key] = nil }
+                progress.record(.deadLettered)
+                return .success
+            } catch {
+                // Could not move it (the file is busy or full): keep it and try again later.
+            }
+        }
+        failures.withLock { $0[action.key] = attempt }
+        progress.record(.retrying(queue: action.queueName))
+        return .retry(after: settings.backoff.delay(afterFailures: attempt))
+    }
+}
+
+/// What happened to one attempt.
+enum AttemptOutcome: Sendable {
+    case uploaded(afterRetry: Bool)
+    case retrying(queue: String)
+    case deadLettered
+}
+
+/// Counts the outcomes of one run and wakes the runner when every action it started with is
+/// handled.
+final class RunProgress: Sendable {
+    struct Counts: Sendable {
+        var target = 0
+        var uploaded = 0
+        var uploadedAfterRetry = 0
+        var deadLettered = 0
+        var retries = 0
+        var waiting: Set<String> = []
+        var handled: Int { uploaded + deadLettered }
+        var remaining: Int { max(0, target - handled) }
+    }
+
+    private struct State {
+        var counts = Counts()
+        var waiter: CheckedContinuation<Void, Never>?
+        var cancelled = false
+    }
+
+    private let state: Mutex<State>
+
+    init(target: Int) {
+        state = Mutex(State(counts: Counts(target: target)))
+    }
+
+    var counts: Counts {
+        state.withLock { $0.counts }
+    }
+
+    func started(queue: String) {
+        state.withLock { _ = $0.counts.waiting.remove(queue) }
+    }
+
+    func record(_ outcome: AttemptOutcome) {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            switch outcome {
+            case .uploaded(let afterRetry):
+                state.counts.uploaded += 1
+                if afterRetry { state.counts.uploadedAfterRetry += 1 }
+            case .retrying(let queue):
+                state.counts.retries += 1
+                state.counts.waiting.insert(queue)
+            case .deadLettered:
+                state.counts.deadLettered += 1
+            }
+            guard state.counts.remaining == 0 else { return nil }
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Returns when every action of the run is handled, or when the calling task is cancelled.
+    func waitUntilDone() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let ready = state.withLock { state -> Bool in
+                    if state.counts.remaining == 0 || state.cancelled { return true }
+                    state.waiter = continuation
+                    return false
+                }
+                if ready { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                state.cancelled = true
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume()
+        }
+    }
+}
