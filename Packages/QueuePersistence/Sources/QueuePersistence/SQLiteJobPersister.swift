@@ -109,7 +109,7 @@ public final class SQLiteJobPersister<JobType: QueueJob>: JobPersister, Sendable
         var encoded: [(id: String, payload: Data)] = []
         encoded.reserveCapacity(jobs.count)
         for job in jobs {
-            encoded.append((job.id, try JobCodec.encode(job)))
+            encoded.append((job.id, try JobCodec.encodeBinary(job)))
         }
         try store.submit(.upsert(queue: queueName, jobs: encoded))
     }
@@ -133,7 +133,7 @@ public final class SQLiteJobPersister<JobType: QueueJob>: JobPersister, Sendable
         let chunkSize = 2048 * workers
         var jobs: [JobType] = []
         var found: [PersistenceError] = []
-        var chunk: [Data] = []
+        var chunk: [[UInt8]] = []
         chunk.reserveCapacity(chunkSize)
         var position = 0
         func flush() {
@@ -170,20 +170,18 @@ public final class SQLiteJobPersister<JobType: QueueJob>: JobPersister, Sendable
     }
 
     /// Decodes `payloads` on up to `workers` threads, keeping their order.
-    private static func decode(_ payloads: [Data], workers: Int) -> [Result<JobType, PersistenceError>] {
+    private static func decode(_ payloads: [[UInt8]], workers: Int) -> [Result<JobType, PersistenceError>] {
         guard payloads.count > 256, workers > 1 else {
-            let decoder = JSONDecoder()
             return payloads.map { payload in
-                Result { () throws(PersistenceError) -> JobType in try JobCodec.decode(JobType.self, from: payload, decoder: decoder) }
+                Result { () throws(PersistenceError) -> JobType in try JobCodec.decodeBinary(JobType.self, from: payload) }
             }
         }
         let slice = (payloads.count + workers - 1) / workers
         let slots = Mutex<[[Result<JobType, PersistenceError>]]>(Array(repeating: [], count: workers))
         DispatchQueue.concurrentPerform(iterations: workers) { worker in
             let range = min(payloads.count, worker * slice)..<min(payloads.count, (worker + 1) * slice)
-            let decoder = JSONDecoder()
             let decoded = payloads[range].map { payload in
-                Result { () throws(PersistenceError) -> JobType in try JobCodec.decode(JobType.self, from: payload, decoder: decoder) }
+                Result { () throws(PersistenceError) -> JobType in try JobCodec.decodeBinary(JobType.self, from: payload) }
             }
             slots.withLock { $0[worker] = decoded }
         }

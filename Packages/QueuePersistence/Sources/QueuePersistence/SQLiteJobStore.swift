@@ -170,7 +170,7 @@ final class SQLiteJobStore: Sendable {
     // MARK: - Reading
 
     /// Streams the queue's payloads in order to `body`, without holding them all in memory.
-    func forEachPayload(queue: String, _ body: (Data) throws -> Void) throws(PersistenceError) {
+    func forEachPayload(queue: String, _ body: ([UInt8]) throws -> Void) throws(PersistenceError) {
         do {
             try pool.read { db in
                 let rows = try Row.fetchCursor(
@@ -179,7 +179,8 @@ final class SQLiteJobStore: Sendable {
                     arguments: [queue]
                 )
                 while let row = try rows.next() {
-                    let payload: Data = row[0]
+                    // One copy, straight from SQLite's buffer.
+                    let payload = try row.withUnsafeData(atIndex: 0) { data in data.map { [UInt8]($0) } ?? [] }
                     try body(payload)
                 }
             }

@@ -60,134 +60,144 @@ try FileManager.default.createDirectory(at: root, withIntermediateDirectories: t
 defer { try? FileManager.default.removeItem(at: root) }
 print("QueuePersistence benchmarks (release), files in \(root.path)")
 
-// MARK: - The disk's fsync rate
+/// `--load-only` skips the durable-write benchmarks.
+let loadOnly = CommandLine.arguments.contains("--load-only")
 
-func fsyncRate() -> Double {
-    let path = root.appendingPathComponent("fsync-probe").path
-    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-    defer {
-        close(fd)
-        unlink(path)
-    }
-    let record = [UInt8](repeating: 0x5a, count: 128)
-    var count = 0
-    let clock = ContinuousClock()
-    let start = clock.now
-    while clock.now - start < .seconds(2) {
-        _ = record.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        fsync(fd)
-        count += 1
-    }
-    return Double(count) / seconds(clock.now - start)
-}
+func runDurableBenchmarks() throws {
+    // MARK: - The disk's fsync rate
 
-let fsyncs = fsyncRate()
-print("disk: write(128 B)+fsync loop        \(format(fsyncs)) fsync/s")
-
-// A durable single-job commit costs at least one fsync; run about 8 s of each such benchmark,
-// at most the issue's 100,000 jobs.
-let requested = 100_000
-let durableCount = max(200, min(requested, Int(fsyncs * 8 / 2)))
-if durableCount < requested {
-    print("note: \(requested) durable single commits would take ~\(Int(Double(requested) * 2 / fsyncs)) s here; "
-        + "measuring \(durableCount) jobs per run and reporting rates (jobs/s), which do not depend on the count")
-}
-print("")
-print("durable persist + delete, ~100-byte payload        jobs/s     syncs/s   vs fsync rate")
-
-func report(_ name: String, jobs: Int, seconds: Double, commitsPerJob: Double) -> Double {
-    let rate = Double(jobs) / seconds
-    let commits = rate * commitsPerJob
-    print("\(name.padding(toLength: 44, withPad: " ", startingAt: 0)) \(format(rate))  \(format(commits))   \(String(format: "%.2f", commits / fsyncs))")
-    return rate
-}
-
-// MARK: - FileBasedPersister
-
-do {
-    let persister = FileBasedPersister(handling: BenchJob.self, queueName: "bench", directory: root.appendingPathComponent("files"))
-    let count = max(100, durableCount / 2)
-    let elapsed = try time {
-        for index in 0..<count {
-            let item = job(index)
-            try persister.persist([item])
-            try persister.delete(item)
+    func fsyncRate() -> Double {
+        let path = root.appendingPathComponent("fsync-probe").path
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        defer {
+            close(fd)
+            unlink(path)
         }
-    }
-    // persist = file fsync + folder fsync, delete = folder fsync.
-    _ = report("FileBasedPersister (3 fsyncs/job)", jobs: count, seconds: elapsed, commitsPerJob: 3)
-}
-
-// MARK: - SQLiteJobPersister, one job per transaction
-
-let singleRate: Double
-do {
-    let persister = try SQLiteJobPersister(handling: BenchJob.self, queueName: "bench", path: root.appendingPathComponent("single.sqlite").path)
-    let elapsed = try time {
-        for index in 0..<durableCount {
-            let item = job(index)
-            try persister.persist([item])
-            try persister.delete(item)
+        let record = [UInt8](repeating: 0x5a, count: 128)
+        var count = 0
+        let clock = ContinuousClock()
+        let start = clock.now
+        while clock.now - start < .seconds(2) {
+            _ = record.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            fsync(fd)
+            count += 1
         }
+        return Double(count) / seconds(clock.now - start)
     }
-    singleRate = report("SQLiteJobPersister, 1 job/transaction", jobs: durableCount, seconds: elapsed, commitsPerJob: 2)
-}
 
-// MARK: - Raw GRDB, the same statements, one per transaction
+    let fsyncs = fsyncRate()
+    print("disk: write(128 B)+fsync loop        \(format(fsyncs)) fsync/s")
 
-let rawRate: Double
-do {
-    let pool = try DatabasePool(path: root.appendingPathComponent("raw.sqlite").path)
-    try pool.writeWithoutTransaction { db in
-        try db.execute(sql: "PRAGMA synchronous = FULL")
-        try db.execute(sql: "CREATE TABLE job (sequence INTEGER PRIMARY KEY, queueName TEXT, jobID TEXT, payload BLOB, UNIQUE (queueName, jobID))")
+    // A durable single-job commit costs at least one fsync; run about 8 s of each such benchmark,
+    // at most the issue's 100,000 jobs.
+    let requested = 100_000
+    let durableCount = max(200, min(requested, Int(fsyncs * 8 / 2)))
+    if durableCount < requested {
+        print("note: \(requested) durable single commits would take ~\(Int(Double(requested) * 2 / fsyncs)) s here; "
+            + "measuring \(durableCount) jobs per run and reporting rates (jobs/s), which do not depend on the count")
     }
-    let encoder = JSONEncoder()
-    let elapsed = try time {
-        for index in 0..<durableCount {
-            let item = job(index)
-            let data = try encoder.encode(item)
-            try pool.write { db in
-                try db.execute(sql: "INSERT INTO job (queueName, jobID, payload) VALUES (?, ?, ?)", arguments: ["bench", item.id, data])
-            }
-            try pool.write { db in
-                try db.execute(sql: "DELETE FROM job WHERE queueName = ? AND jobID = ?", arguments: ["bench", item.id])
+    print("")
+    print("durable persist + delete, ~100-byte payload        jobs/s     syncs/s   vs fsync rate")
+
+    func report(_ name: String, jobs: Int, seconds: Double, commitsPerJob: Double) -> Double {
+        let rate = Double(jobs) / seconds
+        let commits = rate * commitsPerJob
+        print("\(name.padding(toLength: 44, withPad: " ", startingAt: 0)) \(format(rate))  \(format(commits))   \(String(format: "%.2f", commits / fsyncs))")
+        return rate
+    }
+
+    // MARK: - FileBasedPersister
+
+    do {
+        let persister = FileBasedPersister(handling: BenchJob.self, queueName: "bench", directory: root.appendingPathComponent("files"))
+        let count = max(100, durableCount / 2)
+        let elapsed = try time {
+            for index in 0..<count {
+                let item = job(index)
+                try persister.persist([item])
+                try persister.delete(item)
             }
         }
+        // persist = file fsync + folder fsync, delete = folder fsync.
+        _ = report("FileBasedPersister (3 fsyncs/job)", jobs: count, seconds: elapsed, commitsPerJob: 3)
     }
-    rawRate = report("raw GRDB insert+delete (peer)", jobs: durableCount, seconds: elapsed, commitsPerJob: 2)
-}
 
-// MARK: - SQLiteJobPersister, 16 concurrent producers (group commit)
+    // MARK: - SQLiteJobPersister, one job per transaction
 
-let groupRate: Double
-do {
-    let persister = try SQLiteJobPersister(handling: BenchJob.self, queueName: "bench", path: root.appendingPathComponent("group.sqlite").path)
-    let producers = 16
-    let perProducer = max(50, min(requested, durableCount * 4) / producers)
-    // Real threads: concurrentPerform would use only as many threads as there are cores.
-    let group = DispatchGroup()
-    let elapsed = time {
-        for producer in 0..<producers {
-            group.enter()
-            Thread.detachNewThread {
-                for index in 0..<perProducer {
-                    let item = job(index, "p\(producer)")
-                    try? persister.persist([item])
-                    try? persister.delete(item)
+    let singleRate: Double
+    do {
+        let persister = try SQLiteJobPersister(handling: BenchJob.self, queueName: "bench", path: root.appendingPathComponent("single.sqlite").path)
+        let elapsed = try time {
+            for index in 0..<durableCount {
+                let item = job(index)
+                try persister.persist([item])
+                try persister.delete(item)
+            }
+        }
+        singleRate = report("SQLiteJobPersister, 1 job/transaction", jobs: durableCount, seconds: elapsed, commitsPerJob: 2)
+    }
+
+    // MARK: - Raw GRDB, the same statements, one per transaction
+
+    let rawRate: Double
+    do {
+        let pool = try DatabasePool(path: root.appendingPathComponent("raw.sqlite").path)
+        try pool.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            try db.execute(sql: "CREATE TABLE job (sequence INTEGER PRIMARY KEY, queueName TEXT, jobID TEXT, payload BLOB, UNIQUE (queueName, jobID))")
+        }
+        let encoder = JSONEncoder()
+        let elapsed = try time {
+            for index in 0..<durableCount {
+                let item = job(index)
+                let data = try encoder.encode(item)
+                try pool.write { db in
+                    try db.execute(sql: "INSERT INTO job (queueName, jobID, payload) VALUES (?, ?, ?)", arguments: ["bench", item.id, data])
                 }
-                group.leave()
+                try pool.write { db in
+                    try db.execute(sql: "DELETE FROM job WHERE queueName = ? AND jobID = ?", arguments: ["bench", item.id])
+                }
             }
         }
-        group.wait()
+        rawRate = report("raw GRDB insert+delete (peer)", jobs: durableCount, seconds: elapsed, commitsPerJob: 2)
     }
-    groupRate = report("SQLiteJobPersister, 16 producers", jobs: producers * perProducer, seconds: elapsed, commitsPerJob: 2)
+
+    // MARK: - SQLiteJobPersister, 16 concurrent producers (group commit)
+
+    let groupRate: Double
+    do {
+        let persister = try SQLiteJobPersister(handling: BenchJob.self, queueName: "bench", path: root.appendingPathComponent("group.sqlite").path)
+        let producers = 16
+        let perProducer = max(50, min(requested, durableCount * 4) / producers)
+        // Real threads: concurrentPerform would use only as many threads as there are cores.
+        let group = DispatchGroup()
+        let elapsed = time {
+            for producer in 0..<producers {
+                group.enter()
+                Thread.detachNewThread {
+                    for index in 0..<perProducer {
+                        let item = job(index, "p\(producer)")
+                        try? persister.persist([item])
+                        try? persister.delete(item)
+                    }
+                    group.leave()
+                }
+            }
+            group.wait()
+        }
+        groupRate = report("SQLiteJobPersister, 16 producers", jobs: producers * perProducer, seconds: elapsed, commitsPerJob: 2)
+    }
+
+    print("")
+    print("single-job SQLite commits vs fsync rate: \(String(format: "%.2f", singleRate * 2 / fsyncs))  (target >= 0.80)")
+    print("SQLiteJobPersister vs raw GRDB:          \(String(format: "%.2f", singleRate / rawRate))  (ours / peer)")
+    print("group commit x16 vs single-job:          \(String(format: "%.2f", groupRate / singleRate))x (target >= 5x)")
+
 }
 
-print("")
-print("single-job SQLite commits vs fsync rate: \(String(format: "%.2f", singleRate * 2 / fsyncs))  (target >= 0.80)")
-print("SQLiteJobPersister vs raw GRDB:          \(String(format: "%.2f", singleRate / rawRate))  (ours / peer)")
-print("group commit x16 vs single-job:          \(String(format: "%.2f", groupRate / singleRate))x (target >= 5x)")
+if !loadOnly {
+    try runDurableBenchmarks()
+}
 
 // MARK: - Loading 1,000,000 stored jobs
 
