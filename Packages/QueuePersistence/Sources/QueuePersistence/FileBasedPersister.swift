@@ -121,6 +121,9 @@ public final class FileBasedPersister<JobType: QueueJob>: JobPersister, Sendable
 
     /// Stores `jobs` durably, in order, after every job already stored; a job whose `id` is
     /// already stored is replaced and keeps its place.
+    ///
+    /// Each job's file is written atomically; the batch as a whole is not: if the call throws,
+    /// jobs before the failing one may be stored.
     /// - Parameter jobs: The jobs to store.
     /// - Throws: ``PersistenceError`` (`.storageUnavailable`, `.encodingFailed`, `.writeFailed`).
     public func persist(_ jobs: [JobType]) throws {

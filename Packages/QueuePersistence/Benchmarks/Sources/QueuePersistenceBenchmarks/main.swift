@@ -243,6 +243,11 @@ do {
         "stored payload \(String(format: "%.0f", storedMiB)) MiB; RSS grew \(String(format: "%.0f", rssAfter - rssBefore)) MiB "
             + "= \(String(format: "%.2f", (rssAfter - rssBefore) / storedMiB))x payload (target < 2x); peak RSS \(String(format: "%.0f", memory("VmHWM"))) MiB"
     )
+    let dataMiB = Double(total * payload.count) / 1_048_576
+    print(
+        "(the jobs' 100-byte `data` fields alone are \(String(format: "%.0f", dataMiB)) MiB: "
+            + "\(String(format: "%.2f", (rssAfter - rssBefore) / dataMiB))x; each loaded Data costs a heap object besides its bytes)"
+    )
     if loaded.count != total {
         print("ERROR: loaded \(loaded.count) of \(total) jobs")
     }
