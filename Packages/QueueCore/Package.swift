@@ -28,6 +28,7 @@ let package = Package(
             dependencies: [
                 "QueueCore",
                 .product(name: "AsyncPrimitivesTesting", package: "AsyncPrimitives"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
     ],

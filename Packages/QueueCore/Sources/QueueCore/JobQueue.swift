@@ -1,0 +1,650 @@
+import DequeModule
+import Dispatch
+public import Logging
+import Synchronization
+
+/// A first-in, first-out queue of typed jobs that persists them, hands them to a processor
+/// one after another, retries the ones that fail as its strategy says, and tells observers
+/// what happened.
+///
+/// ```swift
+/// let queue = JobQueue(handling: CuteJob.self, name: "Uploads")
+/// queue.processor = AnyJobProcessor(UploadProcessor())
+/// queue.retryStrategy = MaxRetryStrategy(maxAttempts: 5)
+/// let token = queue.observe { queue, jobs, event in print(event, jobs.map(\.id)) }
+/// queue.add([CuteJob(data: payload, action: "create")])
+/// queue.start()
+/// ```
+///
+/// Every method is safe to call from any thread. The queue runs its processor calls,
+/// retry-strategy calls and observer blocks on its own serial executor (never the main
+/// queue), in event order; no lock is held while they run.
+///
+/// A job handed to the processor stays in the persister until it has been processed,
+/// cancelled or purged by the retry strategy, so a crash re-delivers it (at least once).
+public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
+    /// The seed's spelling of ``JobQueueState``: `JobQueue.State.stopped`.
+    public typealias State = JobQueueState
+
+    /// The queue's name, as given to the initializer.
+    public let name: String
+
+    private let executor: DispatchQueue
+    private let core: Mutex<Core>
+
+    /// Creates an empty, in-memory queue that is stopped and has no processor.
+    ///
+    /// - Parameters:
+    ///   - handling: The type of job the queue holds.
+    ///   - name: The queue's name; it labels the queue's executor and its log messages.
+    public init(handling: Job.Type, name: String) {
+        self.name = name
+        self.executor = DispatchQueue(label: "QueueKit.JobQueue.\(name)")
+        self.core = Mutex(Core(jobs: [], persister: nil, logger: Self.silentLogger))
+    }
+
+    /// Creates a stopped queue that persists its jobs with `persister` and starts with every
+    /// job the persister has stored, in the order they were added.
+    ///
+    /// - Parameters:
+    ///   - handling: The type of job the queue holds.
+    ///   - name: The queue's name.
+    ///   - persister: Where the jobs are stored; a plain persister or an ``AnyJobPersister``.
+    /// - Throws: ``QueueError`` with code ``QueueError/Code/persistenceFailed`` when the
+    ///   persister cannot load its jobs; the persister's error is the `underlying` one.
+    public init(handling: Job.Type, name: String, persister: some JobPersister<Job>) throws {
+        let erased = AnyJobPersister(persister)
+        let loaded: [Job]
+        do {
+            loaded = try erased.load()
+        } catch {
+            throw QueueError(
+                code: .persistenceFailed,
+                message: "Queue '\(name)' could not load its stored jobs; check that the persister's storage is readable, or start without a persister.",
+                underlying: error
+            )
+        }
+        self.name = name
+        self.executor = DispatchQueue(label: "QueueKit.JobQueue.\(name)")
+        self.core = Mutex(Core(jobs: Deque(loaded), persister: erased, logger: Self.silentLogger))
+    }
+
+    deinit {
+        let observers = core.withLock { $0.observers.map(\.observer) }
+        for observer in observers {
+            observer.queueDidEnd?()
+        }
+    }
+
+    // MARK: - Configuration
+
+    /// The processor that ``start()`` feeds jobs to; `nil` (the default) processes nothing.
+    public var processor: AnyJobProcessor<Job>? {
+        get { core.withLock { $0.processor } }
+        set { setAndWake { $0.processor = newValue } }
+    }
+
+    /// Where the queue stores its jobs; `nil` (the default) keeps them in memory only.
+    ///
+    /// Setting a persister does not store the jobs already queued, and does not load any:
+    /// to load, create the queue with ``init(handling:name:persister:)``.
+    public var persister: AnyJobPersister<Job>? {
+        get { core.withLock { $0.persister } }
+        set { core.withLock { $0.persister = newValue } }
+    }
+
+    /// What happens to a job that fails; `nil` (the default) drops it and deletes it from the persister.
+    public var retryStrategy: (any JobRetryStrategy)? {
+        get { core.withLock { $0.retryStrategy } }
+        set { core.withLock { $0.retryStrategy = newValue } }
+    }
+
+    /// How many jobs may be with the processor at once; 1 (the default) processes serially.
+    ///
+    /// Jobs always start in queue order. Values below 1 are treated as 1. The processor's
+    /// `processJob` is never called concurrently, even with more than one job in flight.
+    public var maxConcurrentJobs: Int {
+        get { core.withLock { $0.maxConcurrentJobs } }
+        set { setAndWake { $0.maxConcurrentJobs = max(1, newValue) } }
+    }
+
+    /// The logger for persistence failures and dropped jobs; silent unless you set one.
+    public var logger: Logger {
+        get { core.withLock { $0.logger } }
+        set { core.withLock { $0.logger = newValue } }
+    }
+
+    // MARK: - Inspection
+
+    /// The number of jobs waiting in the queue (jobs with the processor are not counted).
+    public var count: Int {
+        core.withLock { $0.jobs.count }
+    }
+
+    /// Where the queue is in its life; a new queue is ``JobQueueState/stopped``.
+    public var state: JobQueueState {
+        core.withLock { $0.state }
+    }
+
+    /// The most recent error the persister reported, wrapped in a ``QueueError`` with code
+    /// ``QueueError/Code/persistenceFailed``; `nil` if it never failed.
+    ///
+    /// A failing persister never breaks the in-memory queue: the job is queued, removed or
+    /// processed anyway, the error is logged with ``logger`` and kept here.
+    public var lastPersistenceError: QueueError? {
+        core.withLock { $0.lastPersistenceError }
+    }
+
+    /// How many persister calls have failed since the queue was created.
+    public var persistenceErrorCount: Int {
+        core.withLock { $0.persistenceErrorCount }
+    }
+
+    /// How many times the job with `id` has failed on this queue since it was last added,
+    /// counting the failure being handled; 0 once it is processed, purged or cancelled.
+    ///
+    /// - Parameter id: The job's ``QueueJob/id``.
+    /// - Returns: The number of failures; retry strategies use it to give up.
+    public func failureCount(ofJobWithID id: String) -> Int {
+        core.withLock { $0.failureCounts[id] ?? 0 }
+    }
+
+    /// A short description: the name, the number of queued jobs and the state.
+    public var description: String {
+        let (count, state) = core.withLock { ($0.jobs.count, $0.state) }
+        return "JobQueue(\(name), \(count) queued, \(state))"
+    }
+
+    // MARK: - Queue operations
+
+    /// Appends `jobs`, in order, to the back of the queue.
+    ///
+    /// With a persister, the jobs are persisted before this returns; if that fails they are
+    /// queued anyway and the error is logged and kept in ``lastPersistenceError``. Adding an
+    /// empty array does nothing. Observers hear ``JobQueueEvent/added``.
+    /// - Parameter jobs: The jobs to add.
+    public func add(_ jobs: [Job]) {
+        guard !jobs.isEmpty else { return }
+        if let persister = core.withLock({ $0.persister }) {
+            do {
+                try persister.persist(jobs)
+            } catch {
+                persistenceFailed(error, "persist \(jobs.count) added job(s); they are queued in memory only")
+            }
+        }
+        let wake = core.withLock { core -> Bool in
+            core.jobs.append(contentsOf: jobs)
+            core.record(.added, jobs)
+            return core.claimPump()
+        }
+        if wake { schedulePump() }
+    }
+
+    /// Puts `job` at the front of the queue, so that it is the next one processed.
+    ///
+    /// Retry strategies call this from ``JobRetryStrategy/retry(job:failedOnQueue:)``; the
+    /// failed job is then still stored and is not persisted again. Any other job is
+    /// persisted first. Observers hear ``JobQueueEvent/added``.
+    /// - Parameter job: The job to put first.
+    public func retry(_ job: Job) {
+        let persister = core.withLock { core -> AnyJobPersister<Job>?? in
+            if let index = core.inFlight.firstIndex(where: { $0.awaitingStrategy && !$0.requeued && $0.job.id == job.id }) {
+                core.inFlight[index].requeued = true
+                core.jobs.prepend(job)
+                core.record(.added, [job])
+                return .none
+            }
+            return .some(core.persister)
+        }
+        guard case .some(let persister) = persister else { return }
+        if let persister {
+            do {
+                try persister.persist([job])
+            } catch {
+                persistenceFailed(error, "persist retried job \(job.id); it is queued in memory only")
+            }
+        }
+        let wake = core.withLock { core -> Bool in
+            core.jobs.prepend(job)
+            core.record(.added, [job])
+            return core.claimPump()
+        }
+        if wake { schedulePump() }
+    }
+
+    /// Returns the job at the front of the queue without removing it.
+    ///
+    /// - Returns: The next job, or `nil` when the queue is empty.
+    public func peek() -> Job? {
+        core.withLock { $0.jobs.first }
+    }
+
+    /// Removes the job at the front of the queue and deletes it from the persister.
+    ///
+    /// Observers hear ``JobQueueEvent/removed``.
+    /// - Returns: The removed job, or `nil` when the queue is empty.
+    @discardableResult
+    public func remove() -> Job? {
+        let (job, persister, wake) = core.withLock { core -> (Job?, AnyJobPersister<Job>?, Bool) in
+            guard let job = core.jobs.popFirst() else { return (nil, nil, false) }
+            core.failureCounts[job.id] = nil
+            core.record(.removed, [job])
+            return (job, core.persister, core.claimPump())
+        }
+        if let job { delete([job], from: persister, "delete removed job \(job.id)") }
+        if wake { schedulePump() }
+        return job
+    }
+
+    /// Removes the queued job with `id` and deletes it from the persister.
+    ///
+    /// A job that is already with the processor cannot be cancelled. Observers hear
+    /// ``JobQueueEvent/cancelled``.
+    /// - Parameter id: The job's ``QueueJob/id``.
+    /// - Returns: The cancelled job, or `nil` when no queued job has that id.
+    @discardableResult
+    public func cancel(id: String) -> Job? {
+        let (job, persister, wake) = core.withLock { core -> (Job?, AnyJobPersister<Job>?, Bool) in
+            guard let index = core.jobs.firstIndex(where: { $0.id == id }) else { return (nil, nil, false) }
+            let job = core.jobs.remove(at: index)
+            core.failureCounts[job.id] = nil
+            core.record(.cancelled, [job])
+            return (job, core.persister, core.claimPump())
+        }
+        if let job { delete([job], from: persister, "delete cancelled job \(job.id)") }
+        if wake { schedulePump() }
+        return job
+    }
+
+    /// The seed's spelling of ``cancel(id:)``: `queue.cancel(job.id)`.
+    ///
+    /// - Parameter id: The job's ``QueueJob/id``.
+    /// - Returns: The cancelled job, or `nil` when no queued job has that id.
+    @discardableResult
+    public func cancel(_ id: String) -> Job? {
+        cancel(id: id)
+    }
+
+    /// Removes every queued job and deletes each from the persister.
+    ///
+    /// Jobs already with the processor are not touched. Observers hear one
+    /// ``JobQueueEvent/removed`` with all the drained jobs.
+    /// - Returns: The drained jobs, in queue order.
+    @discardableResult
+    public func drain() -> [Job] {
+        let (jobs, persister, wake) = core.withLock { core -> ([Job], AnyJobPersister<Job>?, Bool) in
+            guard !core.jobs.isEmpty else { return ([], nil, false) }
+            let jobs = Array(core.jobs)
+            core.jobs.removeAll()
+            for job in jobs where !core.failureCounts.isEmpty {
+                core.failureCounts[job.id] = nil
+            }
+            core.record(.removed, jobs)
+            return (jobs, core.persister, core.claimPump())
+        }
+        delete(jobs, from: persister, "delete \(jobs.count) drained job(s)")
+        if wake { schedulePump() }
+        return jobs
+    }
+
+    // MARK: - Flow control
+
+    /// Starts handing queued jobs, and every job added later, to the ``processor``.
+    ///
+    /// Does nothing when the queue is already started. The state becomes
+    /// ``JobQueueState/listening`` when there is nothing to do, ``JobQueueState/processing``
+    /// while jobs are with the processor.
+    public func start() {
+        let wake = core.withLock { core -> Bool in
+            switch core.state {
+            case .stopped, .stopping:
+                core.state = .starting
+                core.normalize()
+            case .starting, .listening, .processing:
+                break
+            }
+            return core.claimPump()
+        }
+        if wake { schedulePump() }
+    }
+
+    /// Stops handing out jobs; the rest stay queued.
+    ///
+    /// Jobs already with the processor finish: the state is ``JobQueueState/stopping`` until
+    /// they have, then ``JobQueueState/stopped``.
+    public func stop() {
+        core.withLock { core in
+            switch core.state {
+            case .starting, .listening, .processing:
+                core.state = core.inFlight.isEmpty ? .stopped : .stopping
+            case .stopping, .stopped:
+                break
+            }
+        }
+    }
+
+    // MARK: - Observing
+
+    /// Calls `block` for every event on this queue until the returned token is released.
+    ///
+    /// Blocks run on the queue's own executor, one at a time, in event order.
+    /// - Parameter block: Called with the queue, the jobs concerned and the event.
+    /// - Returns: A token that must be kept: releasing it (or calling
+    ///   ``JobQueueNotificationToken/invalidate()``) stops delivery.
+    public func observe(
+        _ block: @escaping @Sendable (_ queue: JobQueue<Job>, _ jobs: [Job], _ event: JobQueueEvent) -> Void
+    ) -> JobQueueNotificationToken<Job> {
+        observe(JobQueueObserver(block: block, queueDidEnd: nil))
+    }
+
+    /// Every event on this queue from now on, as an `AsyncStream`.
+    ///
+    /// ```swift
+    /// for await notification in queue.events where notification.event == .processed { … }
+    /// ```
+    /// Each access makes a new stream; it ends when the queue is deinitialized, and stops
+    /// observing when the stream is dropped or its task is cancelled.
+    public var events: AsyncStream<JobQueueNotification<Job>> {
+        let (stream, continuation) = AsyncStream.makeStream(of: JobQueueNotification<Job>.self)
+        let token = observe(
+            JobQueueObserver(
+                block: { _, jobs, event in continuation.yield(JobQueueNotification(event: event, jobs: jobs)) },
+                queueDidEnd: { continuation.finish() }
+            )
+        )
+        continuation.onTermination = { _ in token.invalidate() }
+        return stream
+    }
+
+    private func observe(_ observer: JobQueueObserver<Job>) -> JobQueueNotificationToken<Job> {
+        let id = core.withLock { core -> UInt64 in
+            core.nextObserverID += 1
+            core.observers.append((core.nextObserverID, observer))
+            return core.nextObserverID
+        }
+        return JobQueueNotificationToken(observer: observer) { [weak self] in
+            self?.core.withLock { core in core.observers.removeAll { $0.id == id } }
+        }
+    }
+
+    // MARK: - The pump
+
+    /// Runs on `executor`, one at a time (the `pumpScheduled` flag), until there is nothing
+    /// to do: handles failures, delivers events, starts jobs. Each step decides under the lock
+    /// and acts outside it; a processor that completes synchronously is driven in this loop
+    /// with no hop per job.
+    private func pump() {
+        while true {
+            let step = core.withLock { core -> Step in core.nextStep() }
+            switch step {
+            case .idle:
+                return
+            case .deliver(let events, let observers):
+                for pending in events {
+                    for observer in observers where observer.active.load(ordering: .acquiring) {
+                        observer.block(self, pending.jobs, pending.event)
+                    }
+                }
+            case .start(let job, let ticket, let processor, let persister):
+                if let persister {
+                    processor.processJob(job) { [self] _, error in
+                        if error == nil {
+                            do {
+                                try persister.delete(job)
+                            } catch {
+                                persistenceFailed(error, "delete processed job \(job.id); it may be processed again after a restart")
+                            }
+                        }
+                        finish(ticket: ticket, error: error)
+                    }
+                } else {
+                    processor.processJob(job) { [self] _, error in
+                        finish(ticket: ticket, error: error)
+                    }
+                }
+            case .failure(let failure, let strategy, let persister, let logger):
+                handle(failure, strategy: strategy, persister: persister, logger: logger)
+            }
+        }
+    }
+
+    private func finish(ticket: UInt64, error: (any Error)?) {
+        let outcome = core.withLock { core -> FinishOutcome in
+            guard let index = core.inFlight.firstIndex(where: { $0.ticket == ticket }),
+                  !core.inFlight[index].failed
+            else { return .unknown }
+            if let error {
+                core.inFlight[index].failed = true
+                core.failures.append(Failure(ticket: ticket, job: core.inFlight[index].job, error: error))
+            } else {
+                let job = core.inFlight.remove(at: index).job
+                if !core.failureCounts.isEmpty {
+                    core.failureCounts[job.id] = nil
+                }
+                core.record(.processed, [job])
+                core.normalize()
+            }
+            return core.claimPump() ? .wake : .done
+        }
+        switch outcome {
+        case .wake:
+            schedulePump()
+        case .done:
+            break
+        case .unknown:
+            logger.warning(
+                "A processor called its completion more than once; the extra call is ignored.",
+                metadata: ["queue": "\(name)"]
+            )
+        }
+    }
+
+    private func handle(
+        _ failure: Failure,
+        strategy: (any JobRetryStrategy)?,
+        persister: AnyJobPersister<Job>?,
+        logger: Logger
+    ) {
+        let job = failure.job
+        if let strategy {
+            strategy.retry(job: job, failedOnQueue: self)
+        }
+        let requeued = core.withLock { core -> Bool in
+            guard let index = core.inFlight.firstIndex(where: { $0.ticket == failure.ticket }) else { return false }
+            let entry = core.inFlight.remove(at: index)
+            if !entry.requeued {
+                core.failureCounts[job.id] = nil
+            }
+            core.normalize()
+            return entry.requeued
+        }
+        if !requeued {
+            logger.warning(
+                "Job failed and is dropped.",
+                metadata: [
+                    "queue": "\(name)", "job": "\(job.id)", "error": "\(failure.error)",
+                    "reason": "\(strategy == nil ? "no retry strategy" : "the retry strategy gave it up")",
+                ]
+            )
+            delete([job], from: persister, "delete failed job \(job.id) that was given up")
+        }
+    }
+
+    // MARK: - Helpers
+
+    private func schedulePump() {
+        executor.async { self.pump() }
+    }
+
+    private func setAndWake(_ change: (inout Core) -> Void) {
+        let wake = core.withLock { core -> Bool in
+            change(&core)
+            core.normalize()
+            return core.claimPump()
+        }
+        if wake { schedulePump() }
+    }
+
+    private func delete(_ jobs: [Job], from persister: AnyJobPersister<Job>?, _ what: @autoclosure () -> String) {
+        guard let persister else { return }
+        for job in jobs {
+            do {
+                try persister.delete(job)
+            } catch {
+                persistenceFailed(error, what())
+                return
+            }
+        }
+    }
+
+    private func persistenceFailed(_ error: any Error, _ what: String) {
+        let queueError = QueueError(
+            code: .persistenceFailed,
+            message: "Queue '\(name)' could not \(what). Check the persister's storage; the in-memory queue carries on.",
+            underlying: error
+        )
+        let logger = core.withLock { core -> Logger in
+            core.lastPersistenceError = queueError
+            core.persistenceErrorCount += 1
+            return core.logger
+        }
+        logger.error("\(queueError.message)", metadata: ["queue": "\(name)", "error": "\(error)"])
+    }
+
+    private static var silentLogger: Logger {
+        Logger(label: "QueueKit.JobQueue", factory: { _ in SwiftLogNoOpLogHandler() })
+    }
+}
+
+// MARK: - State
+
+extension JobQueue {
+    private struct InFlight {
+        let ticket: UInt64
+        let job: Job
+        var failed = false
+        var awaitingStrategy = false
+        var requeued = false
+    }
+
+    private struct Failure {
+        let ticket: UInt64
+        let job: Job
+        let error: any Error
+    }
+
+    private struct PendingEvent {
+        let event: JobQueueEvent
+        let jobs: [Job]
+    }
+
+    private enum FinishOutcome { case wake, done, unknown }
+
+    private enum Step {
+        case idle
+        case deliver([PendingEvent], [JobQueueObserver<Job>])
+        case start(Job, UInt64, AnyJobProcessor<Job>, AnyJobPersister<Job>?)
+        case failure(Failure, (any JobRetryStrategy)?, AnyJobPersister<Job>?, Logger)
+    }
+
+    private struct Core {
+        var jobs: Deque<Job>
+        var state: JobQueueState = .stopped
+        var processor: AnyJobProcessor<Job>?
+        var persister: AnyJobPersister<Job>?
+        var retryStrategy: (any JobRetryStrategy)?
+        var maxConcurrentJobs = 1
+        var logger: Logger
+        var inFlight: [InFlight] = []
+        var nextTicket: UInt64 = 0
+        var pumpScheduled = false
+        var failures: Deque<Failure> = []
+        var events: [PendingEvent] = []
+        var observers: [(id: UInt64, observer: JobQueueObserver<Job>)] = []
+        var nextObserverID: UInt64 = 0
+        var failureCounts: [String: Int] = [:]
+        var lastPersistenceError: QueueError?
+        var persistenceErrorCount = 0
+
+        init(jobs: Deque<Job>, persister: AnyJobPersister<Job>?, logger: Logger) {
+            self.jobs = jobs
+            self.persister = persister
+            self.logger = logger
+        }
+
+        var isStarted: Bool {
+            switch state {
+            case .starting, .listening, .processing: true
+            case .stopping, .stopped: false
+            }
+        }
+
+        var canStartJob: Bool {
+            isStarted && processor != nil && !jobs.isEmpty && inFlight.count < maxConcurrentJobs
+        }
+
+        /// Queues an event for the observers, if there are any.
+        mutating func record(_ event: JobQueueEvent, _ jobs: [Job]) {
+            if !observers.isEmpty {
+                events.append(PendingEvent(event: event, jobs: jobs))
+            }
+        }
+
+        /// Brings `state` in line with what is queued and in flight.
+        mutating func normalize() {
+            switch state {
+            case .starting, .listening, .processing:
+                if !inFlight.isEmpty {
+                    state = .processing
+                } else if jobs.isEmpty || processor == nil {
+                    state = .listening
+                }
+            case .stopping:
+                if inFlight.isEmpty { state = .stopped }
+            case .stopped:
+                break
+            }
+        }
+
+        /// Returns `true` when the caller must schedule the pump: there is work and no pump
+        /// is scheduled or running.
+        mutating func claimPump() -> Bool {
+            guard !pumpScheduled else { return false }
+            if !failures.isEmpty || (!events.isEmpty && !observers.isEmpty) || canStartJob {
+                pumpScheduled = true
+                return true
+            }
+            return false
+        }
+
+        mutating func nextStep() -> Step {
+            if let failure = failures.popFirst() {
+                failureCounts[failure.job.id, default: 0] += 1
+                if retryStrategy != nil, let index = inFlight.firstIndex(where: { $0.ticket == failure.ticket }) {
+                    inFlight[index].awaitingStrategy = true
+                }
+                record(.failedToProcess, [failure.job])
+                return .failure(failure, retryStrategy, persister, logger)
+            }
+            if !events.isEmpty {
+                if observers.isEmpty {
+                    events.removeAll()
+                } else {
+                    let pending = events
+                    events = []
+                    return .deliver(pending, observers.map(\.observer))
+                }
+            }
+            if canStartJob, let processor, let job = jobs.popFirst() {
+                nextTicket &+= 1
+                inFlight.append(InFlight(ticket: nextTicket, job: job))
+                state = .processing
+                record(.removed, [job])
+                return .start(job, nextTicket, processor, persister)
+            }
+            normalize()
+            pumpScheduled = false
+            return .idle
+        }
+    }
+}

@@ -1,0 +1,92 @@
+import QueueCore
+import Testing
+
+@Suite
+struct JobQueueBasicsTests {
+    private let queue = JobQueue(handling: CuteJob.self, name: "basics")
+
+    @Test
+    func newQueueIsStoppedAndEmpty() {
+        #expect(queue.state == .stopped)
+        #expect(queue.state == JobQueue<CuteJob>.State.stopped)
+        #expect(queue.count == 0)
+        #expect(queue.name == "basics")
+    }
+
+    @Test
+    func addKeepsOrder() {
+        let jobs = makeJobs(count: 3)
+        queue.add(jobs)
+        #expect(queue.count == 3)
+        #expect(queue.drain() == jobs)
+    }
+
+    @Test
+    func addingNothingIsANoOp() {
+        queue.add([])
+        #expect(queue.count == 0)
+    }
+
+    @Test
+    func peekAndRemoveOnAnEmptyQueueGiveNil() {
+        #expect(queue.peek() == nil)
+        #expect(queue.remove() == nil)
+    }
+
+    @Test
+    func peekShowsTheHeadWithoutRemovingIt() {
+        let jobs = makeJobs(count: 3)
+        queue.add(jobs)
+        #expect(queue.peek() == jobs[0])
+        #expect(queue.peek() == jobs[0])
+        #expect(queue.count == 3)
+    }
+
+    @Test
+    func removeReturnsTheHead() {
+        let jobs = makeJobs(count: 3)
+        queue.add(jobs)
+        #expect(queue.remove() == jobs[0])
+        #expect(queue.count == 2)
+        #expect(queue.peek() == jobs[1])
+    }
+
+    @Test
+    func cancelRemovesTheJobWithThatID() {
+        let jobs = makeJobs(count: 3)
+        queue.add(jobs)
+        #expect(queue.cancel(id: jobs[1].id) == jobs[1])
+        #expect(queue.cancel(jobs[2].id) == jobs[2])
+        #expect(queue.cancel(id: "no such job") == nil)
+        #expect(queue.drain() == [jobs[0]])
+    }
+
+    @Test
+    func drainEmptiesTheQueueAndReturnsTheJobsInOrder() {
+        let jobs = makeJobs(count: 4)
+        queue.add(jobs)
+        #expect(queue.drain() == jobs)
+        #expect(queue.count == 0)
+        #expect(queue.drain().isEmpty)
+    }
+
+    @Test
+    func retryPutsTheJobAtTheFront() {
+        let jobs = makeJobs(count: 2)
+        queue.add(jobs)
+        var urgent = CuteJob()
+        urgent.action = "urgent"
+        queue.retry(urgent)
+        #expect(queue.drain() == [urgent] + jobs)
+    }
+
+    @Test
+    func startWithoutAProcessorListensAndStopStops() {
+        queue.add(makeJobs(count: 2))
+        queue.start()
+        #expect(queue.state == .listening)
+        #expect(queue.count == 2)
+        queue.stop()
+        #expect(queue.state == .stopped)
+    }
+}

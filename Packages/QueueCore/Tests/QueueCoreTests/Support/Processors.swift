@@ -1,0 +1,60 @@
+import AsyncPrimitivesTesting
+import QueueCore
+import Synchronization
+
+/// Succeeds at once and records the action of every job it was handed, in order.
+final class RecordingProcessor: JobProcessor, Sendable {
+    let started = EventCollector<String>()
+
+    func processJob(_ job: CuteJob, completion: @escaping @Sendable (CuteJob, (any Error)?) -> Void) {
+        started.record(job.action)
+        completion(job, nil)
+    }
+}
+
+/// Fails every job at once and records the action of every job it was handed.
+final class FailingProcessor: JobProcessor, Sendable {
+    let started = EventCollector<String>()
+
+    func processJob(_ job: CuteJob, completion: @escaping @Sendable (CuteJob, (any Error)?) -> Void) {
+        started.record(job.action)
+        completion(job, TestFailure())
+    }
+}
+
+/// Holds every job until the test completes it, so a test can look at the queue while a job
+/// is with the processor.
+final class HoldingProcessor: JobProcessor, Sendable {
+    let started = EventCollector<String>()
+    private let completions = Mutex<[String: @Sendable (CuteJob, (any Error)?) -> Void]>([:])
+    private let jobs = Mutex<[String: CuteJob]>([:])
+
+    func processJob(_ job: CuteJob, completion: @escaping @Sendable (CuteJob, (any Error)?) -> Void) {
+        completions.withLock { $0[job.action] = completion }
+        jobs.withLock { $0[job.action] = job }
+        started.record(job.action)
+    }
+
+    /// Completes the held job whose action is `action`, failing it with `error` if given.
+    func complete(_ action: String, error: (any Error)? = nil) {
+        let completion = completions.withLock { $0.removeValue(forKey: action) }
+        let job = jobs.withLock { $0.removeValue(forKey: action) }
+        if let completion, let job {
+            completion(job, error)
+        }
+    }
+}
+
+/// Runs `body` for each job, then succeeds; lets a test act from inside processing.
+final class CallbackProcessor: JobProcessor, Sendable {
+    private let body: @Sendable (CuteJob) -> Void
+
+    init(_ body: @escaping @Sendable (CuteJob) -> Void) {
+        self.body = body
+    }
+
+    func processJob(_ job: CuteJob, completion: @escaping @Sendable (CuteJob, (any Error)?) -> Void) {
+        body(job)
+        completion(job, nil)
+    }
+}

@@ -1,0 +1,75 @@
+import QueueCore
+import Synchronization
+
+/// An in-memory persister that records every call, and can be told to fail.
+final class RecordingPersister: JobPersister, Sendable {
+    typealias JobType = CuteJob
+
+    enum Call: Equatable {
+        case persist([String])
+        case delete(String)
+        case load
+        case clear
+    }
+
+    private struct State {
+        var jobs: [CuteJob] = []
+        var calls: [Call] = []
+        var failing = false
+    }
+
+    private let state: Mutex<State>
+
+    init(jobs: [CuteJob] = [], failing: Bool = false) {
+        state = Mutex(State(jobs: jobs, failing: failing))
+    }
+
+    /// The stored jobs, in stored order.
+    var jobs: [CuteJob] { state.withLock { $0.jobs } }
+    var storedIDs: [String] { jobs.map(\.id) }
+    var calls: [Call] { state.withLock { $0.calls } }
+
+    var failing: Bool {
+        get { state.withLock { $0.failing } }
+        set { state.withLock { $0.failing = newValue } }
+    }
+
+    func persist(_ jobs: [CuteJob]) throws {
+        try state.withLock { state in
+            state.calls.append(.persist(jobs.map(\.id)))
+            if state.failing { throw TestFailure(reason: "disk full") }
+            for job in jobs {
+                if let index = state.jobs.firstIndex(where: { $0.id == job.id }) {
+                    state.jobs[index] = job
+                } else {
+                    state.jobs.append(job)
+                }
+            }
+        }
+    }
+
+    func delete(_ job: CuteJob) throws {
+        try state.withLock { state in
+            state.calls.append(.delete(job.id))
+            if state.failing { throw TestFailure(reason: "disk gone") }
+            state.jobs.removeAll { $0.id == job.id }
+        }
+    }
+
+    func load() throws -> [CuteJob] {
+        try state.withLock { state in
+            state.calls.append(.load)
+            if state.failing { throw TestFailure(reason: "unreadable") }
+            return state.jobs
+        }
+    }
+
+    func clear(completion: (@Sendable ((any Error)?) -> Void)?) {
+        let failing = state.withLock { state -> Bool in
+            state.calls.append(.clear)
+            if !state.failing { state.jobs.removeAll() }
+            return state.failing
+        }
+        completion?(failing ? TestFailure(reason: "cannot clear") : nil)
+    }
+}
