@@ -1,0 +1,72 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+/// What one run of the `queuekit` binary printed and how it exited.
+struct ToolRun: Sendable {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+
+    var stderrLines: [Substring] { stderr.split(separator: "\n") }
+}
+
+/// Finds the `queuekit` binary that `swift build`/`swift test` put next to the test bundle.
+enum QueuekitBinary {
+    static let url: URL? = {
+        var candidates: [URL] = []
+        for start in [Bundle.main.executableURL, Bundle.main.bundleURL, URL(fileURLWithPath: CommandLine.arguments[0])] {
+            guard var folder = start?.deletingLastPathComponent() else { continue }
+            for _ in 0..<4 {
+                candidates.append(folder.appendingPathComponent("queuekit"))
+                folder.deleteLastPathComponent()
+            }
+        }
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) }
+    }()
+
+    /// Runs `queuekit` with `arguments` in `directory` and waits for it to exit.
+    static func run(_ arguments: [String], in directory: URL) async throws -> ToolRun {
+        guard let url else { throw MissingBinary() }
+        let process = Process()
+        process.executableURL = url
+        process.arguments = arguments
+        process.currentDirectoryURL = directory
+        process.standardInput = FileHandle.nullDevice
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        let exited = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in exited.signal() }
+        try process.run()
+        // Read both pipes to the end on other threads (the child may fill a pipe before exiting),
+        // then collect the exit status, without blocking the cooperative pool.
+        return await withCheckedContinuation { (continuation: CheckedContinuation<ToolRun, Never>) in
+            DispatchQueue.global().async {
+                let group = DispatchGroup()
+                let outData = Mutex(Data())
+                let errData = Mutex(Data())
+                DispatchQueue.global().async(group: group) {
+                    let data = out.fileHandleForReading.readDataToEndOfFile()
+                    outData.withLock { $0 = data }
+                }
+                DispatchQueue.global().async(group: group) {
+                    let data = err.fileHandleForReading.readDataToEndOfFile()
+                    errData.withLock { $0 = data }
+                }
+                group.wait()
+                exited.wait()
+                continuation.resume(returning: ToolRun(
+                    status: process.terminationStatus,
+                    stdout: String(decoding: outData.withLock { $0 }, as: UTF8.self),
+                    stderr: String(decoding: errData.withLock { $0 }, as: UTF8.self)
+                ))
+            }
+        }
+    }
+
+    struct MissingBinary: Error, CustomStringConvertible {
+        var description: String { "the queuekit binary was not found next to the test bundle; build the Integration package" }
+    }
+}
