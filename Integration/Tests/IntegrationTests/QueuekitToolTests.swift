@@ -69,6 +69,29 @@ struct QueuekitToolTests {
         #expect(second.stdout.contains("this run          0 handled"))
     }
 
+    @Test func demoStoppedWithCtrlCResumesWhereItLeftOffAndFinishesTheWorkload() async throws {
+        let folder = try TemporaryDirectory()
+        let args = ["demo", "--actions", "3000", "--users", "20", "--work-ms", "2", "--backoff-ms", "1", "--max-backoff-ms", "2",
+                    "--database", "sqlite:\(folder.path("demo.sqlite"))"]
+        let running = try RunningTool(args, in: folder.url)
+        await running.output(containing: "demo   0%")
+        running.interrupt()
+        let first = await running.finish()
+        #expect(first.status == 130, "\(first.stderr)")
+        #expect(first.stdout.contains("status            interrupted"))
+        let queuedAfterFirst = try #require(Self.value(of: "still", in: first.stdout.replacingOccurrences(of: "still queued", with: "still")))
+        #expect(queuedAfterFirst > 0)
+
+        let second = try await QueuekitBinary.run(args, in: folder.url)
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(second.stdout.contains("resuming: 3,000 of 3,000 uploads were enqueued by an earlier run"))
+        #expect(second.stdout.contains("status            complete"))
+        let uploaded = try #require(Self.value(of: "uploaded", in: second.stdout))
+        let dead = try #require(Self.value(of: "dead-lettered", in: second.stdout))
+        #expect(uploaded + dead == 3000)
+        #expect(second.stdout.contains("this run          \(queuedAfterFirst.formatted(.number.grouping(.automatic).locale(Locale(identifier: "en_US")))) handled"))
+    }
+
     @Test(arguments: [
         (["stats", "--database", "sqlite:missing.sqlite"], 1, "queuekit: no database at missing.sqlite"),
         (["work", "--database", "sqlite:corrupt.sqlite"], 1, "queuekit: corrupt.sqlite is not a QueueKit database or is corrupt"),

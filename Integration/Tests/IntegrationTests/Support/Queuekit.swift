@@ -70,3 +70,84 @@ enum QueuekitBinary {
         var description: String { "the queuekit binary was not found next to the test bundle; build the Integration package" }
     }
 }
+
+/// A `queuekit` process that is still running: read its output as it comes, signal it, wait.
+final class RunningTool: Sendable {
+    private struct State {
+        var stdout = Data()
+        var waiters: [(String, CheckedContinuation<Void, Never>)] = []
+        var closed = false
+    }
+
+    private let process: Process
+    private let out = Pipe()
+    private let err = Pipe()
+    private let state = Mutex(State())
+    private let exited = DispatchSemaphore(value: 0)
+    private let outputClosed = DispatchSemaphore(value: 0)
+
+    init(_ arguments: [String], in directory: URL) throws {
+        guard let url = QueuekitBinary.url else { throw QueuekitBinary.MissingBinary() }
+        process = Process()
+        process.executableURL = url
+        process.arguments = arguments
+        process.currentDirectoryURL = directory
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = out
+        process.standardError = err
+        process.terminationHandler = { [exited] _ in exited.signal() }
+        out.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            self?.received(handle.availableData, from: handle)
+        }
+        try process.run()
+    }
+
+    private func received(_ data: Data, from handle: FileHandle) {
+        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            if data.isEmpty { state.closed = true } else { state.stdout.append(data) }
+            let text = String(decoding: state.stdout, as: UTF8.self)
+            let closed = state.closed
+            let ready = state.waiters.filter { closed || text.contains($0.0) }.map(\.1)
+            state.waiters.removeAll { closed || text.contains($0.0) }
+            return ready
+        }
+        ready.forEach { $0.resume() }
+        if data.isEmpty {
+            handle.readabilityHandler = nil
+            outputClosed.signal()
+        }
+    }
+
+    /// Returns once stdout contains `text` (or the process closed its output).
+    func output(containing text: String) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let ready = state.withLock { state -> Bool in
+                if state.closed || String(decoding: state.stdout, as: UTF8.self).contains(text) { return true }
+                state.waiters.append((text, continuation))
+                return false
+            }
+            if ready { continuation.resume() }
+        }
+    }
+
+    /// Sends SIGINT, as Ctrl-C does.
+    func interrupt() {
+        process.interrupt()
+    }
+
+    /// Waits for the process to exit and returns what it printed.
+    func finish() async -> ToolRun {
+        await withCheckedContinuation { (continuation: CheckedContinuation<ToolRun, Never>) in
+            DispatchQueue.global().async { [self] in
+                let errData = err.fileHandleForReading.readDataToEndOfFile()
+                exited.wait()
+                outputClosed.wait()
+                continuation.resume(returning: ToolRun(
+                    status: process.terminationStatus,
+                    stdout: String(decoding: state.withLock { $0.stdout }, as: UTF8.self),
+                    stderr: String(decoding: errData, as: UTF8.self)
+                ))
+            }
+        }
+    }
+}
