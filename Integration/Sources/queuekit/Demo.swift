@@ -138,7 +138,8 @@ enum Summary {
         rows.append(("", "\(grouped(c.uploaded)) uploaded (\(grouped(c.uploadedAfterRetry)) after a retry), \(grouped(c.deadLettered)) dead-lettered, \(grouped(c.retries)) retries"))
         rows.append(("status", report.interrupted
             ? "interrupted: run `make demo` (or `queuekit demo`) again to resume"
-            : queued == 0 ? "complete" : "\(grouped(queued)) still queued: run again to continue"))
+            : queued > 0 ? "\(grouped(queued)) still queued: run again to continue"
+            : c.handled == 0 ? "complete (already, before this run; --fresh starts a new workload)" : "complete"))
         say("")
         say("queuekit demo: summary")
         say(rule)
