@@ -51,9 +51,18 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
     enum Signal: Sendable {
         case changes([TaskChange])
         case finished(StoredTask, TaskResult, started: Duration)
+        case committed([Finished], succeeded: Bool)
+        case claimed([Entry], granted: [Bool]?)
         case timer(queueName: String, token: UInt64)
         case stop
         case abandon
+    }
+
+    /// A handler's outcome on its way to the database.
+    struct Finished: Sendable {
+        let task: StoredTask
+        let result: TaskResult
+        let pause: TaskPause?
     }
 
     struct ActionID: Hashable {
@@ -66,7 +75,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         }
     }
 
-    struct Entry {
+    struct Entry: Sendable {
         var task: StoredTask
         var action: Action?
         var since: Duration
@@ -149,38 +158,44 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         var ignored: Set<String> = []
         var ready: [String] = []
         var readySet: Set<String> = []
+        /// Queues that have an action reserved, claimed, running or being committed.
         var running = 0
         var stopping = false
+        var pendingOutcomes: [Finished] = []
+        var committing = false
+        var claiming = false
+
+        var isIdle: Bool { running == 0 && !committing && !claiming && pendingOutcomes.isEmpty }
         var nextTimerToken: UInt64 = 0
         var storageStalled: Set<String> = []
         /// Which queue holds each action this broker knows of.
         var locations: [ActionID: String] = [:]
+        let decoder = JSONDecoder()
     }
 
     /// Runs until the broker stops. Loads the stored queues first: stored actions start without
     /// any new write.
+    ///
+    /// The driver never waits for the database while it could start work: claims and commits
+    /// run in their own tasks (one of each at a time) and report back through the mailbox, so
+    /// outcomes that arrive during a commit share the next one.
     func run(initialQueues: [String]) async {
         var driver = Driver()
         for queueName in initialQueues {
             await load(queueName, into: &driver)
         }
-        await schedule(&driver)
+        launchClaim(&driver)
         loop: while let signals = await mailbox.next() {
-            var outcomes: [(StoredTask, TaskResult, Duration)] = []
-            var changes: [TaskChange] = []
             for signal in signals {
                 switch signal {
                 case .changes(let batch):
-                    // Apply finished actions first when they precede a change in the mailbox.
-                    if !outcomes.isEmpty {
-                        await apply(outcomes, to: &driver)
-                        outcomes = []
-                    }
-                    changes += batch
-                    await apply(changes, to: &driver)
-                    changes = []
+                    await apply(batch, to: &driver)
                 case .finished(let task, let result, let started):
-                    outcomes.append((task, result, started))
+                    finished(task, result, started: started, in: &driver)
+                case .committed(let batch, let succeeded):
+                    committed(batch, succeeded: succeeded, in: &driver)
+                case .claimed(let picks, let granted):
+                    claimed(picks, granted: granted, in: &driver)
                 case .timer(let queueName, let token):
                     fireTimer(queueName, token: token, in: &driver)
                 case .stop:
@@ -189,11 +204,9 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                     break loop
                 }
             }
-            if !outcomes.isEmpty {
-                await apply(outcomes, to: &driver)
-            }
-            if driver.stopping && driver.running == 0 { break }
-            await schedule(&driver)
+            launchCommit(&driver)
+            if driver.stopping && driver.isIdle { break }
+            launchClaim(&driver)
         }
         mailbox.close()
         for state in driver.queues.values {
@@ -222,7 +235,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         }
         var state = QueueState()
         let since = time.elapsed()
-        let decoder = JSONDecoder()
+        let decoder = driver.decoder
         var entries: [Entry] = []
         for task in tasks {
             if let other = driver.locations[ActionID(task)], other != queueName {
@@ -314,9 +327,9 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                     await load(task.queueName, into: &driver)
                     continue
                 }
-                guard var state = driver.queues[task.queueName] else { continue }
+                guard var state = driver.queues.removeValue(forKey: task.queueName) else { continue }
                 let entry = Entry(
-                    task: task, action: try? JSONDecoder().decode(Action.self, from: task.payload), since: time.elapsed()
+                    task: task, action: try? driver.decoder.decode(Action.self, from: task.payload), since: time.elapsed()
                 )
                 // Binary search for the first entry the new one runs before; equal ones stay in front.
                 var low = state.head
@@ -327,6 +340,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 }
                 state.entries.insert(entry, at: low)
                 driver.queues[task.queueName] = state
+                markReady(task.queueName, in: &driver)
                 driver.locations[ActionID(task)] = task.queueName
                 markReady(task.queueName, in: &driver)
             case .deleted(let task):
@@ -352,14 +366,17 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
     /// Removes the stored version of an action (any version when `revision` is `nil`) from
     /// whichever queue holds it.
     private func removeEntry(_ id: ActionID, revision: Int64?, in driver: inout Driver) {
-        guard let queueName = driver.locations[id], var state = driver.queues[queueName] else { return }
+        guard let queueName = driver.locations[id], var state = driver.queues.removeValue(forKey: queueName) else { return }
+        defer { driver.queues[queueName] = state }
         if let held = state.held, ActionID(held.task) == id, revision == nil || held.task.revision == revision {
             driver.locations[id] = nil
             state.held = nil
             state.timer?.task.cancel()
             state.timer = nil
-            driver.queues[queueName] = state
-            markReady(queueName, in: &driver)
+            if state.inFlight == nil, !state.isEmpty, !driver.readySet.contains(queueName) {
+                driver.ready.append(queueName)
+                driver.readySet.insert(queueName)
+            }
             return
         }
         if let index = state.entries[state.head...].firstIndex(where: {
@@ -367,85 +384,105 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         }) {
             driver.locations[id] = nil
             state.entries.remove(at: index)
-            driver.queues[queueName] = state
         }
     }
 
     // MARK: Finished actions
 
-    private func apply(_ outcomes: [(StoredTask, TaskResult, Duration)], to driver: inout Driver) async {
-        let now = time.now()
-        var stored: [TaskOutcome] = []
-        var applied: [(StoredTask, TaskResult, TaskPause?)] = []
-        var discarded: [StoredTask] = []
-        for (task, result, started) in outcomes {
-            handleDuration.recordNanoseconds(max(0, (time.elapsed() - started).nanoseconds))
-            // Still the stored revision? A deleted or replaced action's outcome is ignored.
-            let state = driver.queues[task.queueName]
-            let isCurrent = state?.held?.task.key == task.key && state?.held?.task.collection == task.collection
-                && state?.held?.task.revision == task.revision
-            guard isCurrent else {
-                discarded.append(task)
+    private func isHeld(_ task: StoredTask, in driver: Driver) -> Bool {
+        guard let held = driver.queues[task.queueName]?.held?.task else { return false }
+        return held.key == task.key && held.collection == task.collection && held.revision == task.revision
+    }
+
+    private func finished(_ task: StoredTask, _ result: TaskResult, started: Duration, in driver: inout Driver) {
+        handleDuration.recordNanoseconds(max(0, (time.elapsed() - started).nanoseconds))
+        // Deleted or replaced while it ran: its outcome is ignored.
+        guard isHeld(task, in: driver) else {
+            discard(task, in: &driver)
+            return
+        }
+        let pause: TaskPause?
+        switch result {
+        case .success: pause = nil
+        case .retry(let after): pause = after > .zero ? .until(time.now().addingTimeInterval(after.timeInterval)) : nil
+        case .waitForRestart: pause = .untilRestart
+        }
+        driver.pendingOutcomes.append(Finished(task: task, result: result, pause: pause))
+    }
+
+    private func discard(_ task: StoredTask, in driver: inout Driver) {
+        finishRunning(task.queueName, in: &driver)
+        events.yield(.discarded(queueName: task.queueName, key: task.key, collection: task.collection))
+        markReady(task.queueName, in: &driver)
+    }
+
+    private func launchCommit(_ driver: inout Driver) {
+        guard !driver.committing, !driver.pendingOutcomes.isEmpty else { return }
+        let batch = driver.pendingOutcomes
+        driver.pendingOutcomes = []
+        driver.committing = true
+        let outcomes = batch.map { finished -> TaskOutcome in
+            finished.result == .success ? .completed(finished.task) : .failed(finished.task, pause: finished.pause)
+        }
+        let storage = self.storage
+        let owner = self.owner
+        let mailbox = self.mailbox
+        let logger = self.logger
+        Task {
+            var succeeded = true
+            do {
+                try await storage.finish(outcomes, owner: owner)
+            } catch {
+                logger.error("could not store \(outcomes.count) outcome(s); their queues wait for restartQueues: \(error)")
+                succeeded = false
+            }
+            mailbox.post(.committed(batch, succeeded: succeeded))
+        }
+    }
+
+    private func committed(_ batch: [Finished], succeeded: Bool, in driver: inout Driver) {
+        driver.committing = false
+        for finished in batch {
+            let task = finished.task
+            let queueName = task.queueName
+            guard isHeld(task, in: driver) else {
+                // Deleted or replaced while its outcome was being stored (the store was a no-op).
+                discard(task, in: &driver)
                 continue
             }
-            switch result {
-            case .success:
-                stored.append(.completed(task))
-                applied.append((task, result, nil))
-            case .retry(let after):
-                let pause: TaskPause? = after > .zero ? .until(now.addingTimeInterval(after.timeInterval)) : nil
-                stored.append(.failed(task, pause: pause))
-                applied.append((task, result, pause))
-            case .waitForRestart:
-                stored.append(.failed(task, pause: .untilRestart))
-                applied.append((task, result, .untilRestart))
-            }
-        }
-        var commitFailed = false
-        do {
-            try await storage.finish(stored, owner: owner)
-        } catch {
-            logger.error("could not store \(stored.count) outcome(s); their queues wait for restartQueues: \(error)")
-            commitFailed = true
-        }
-        for task in discarded {
-            finishRunning(task.queueName, in: &driver)
-            events.yield(.discarded(queueName: task.queueName, key: task.key, collection: task.collection))
-            markReady(task.queueName, in: &driver)
-        }
-        for (task, result, pause) in applied {
-            let queueName = task.queueName
             finishRunning(queueName, in: &driver)
-            guard var state = driver.queues[queueName], var held = state.held else { continue }
-            if commitFailed {
+            guard var state = driver.queues.removeValue(forKey: queueName), var held = state.held else { continue }
+            defer {
+                driver.queues[queueName] = state
+                markReady(queueName, in: &driver)
+            }
+            if !succeeded {
                 // Unknown what is on disk: keep the action first and wait for a restart.
                 held.task.pause = .untilRestart
                 state.held = held
-                driver.queues[queueName] = state
                 driver.storageStalled.insert(queueName)
                 continue
             }
-            switch result {
+            switch finished.result {
             case .success:
                 state.held = nil
-                driver.queues[queueName] = state
                 driver.locations[ActionID(task)] = nil
                 handled.increment()
                 events.yield(.succeeded(queueName: queueName, key: task.key, collection: task.collection))
             case .retry, .waitForRestart:
                 held.task.attempts += 1
-                held.task.pause = pause
+                held.task.pause = finished.pause
                 state.held = held
-                driver.queues[queueName] = state
                 failed.increment()
-                if case .retry = result { retried.increment() }
-                logger.debug("action \(task.collection)/\(task.key) of \(queueName) failed: \(result)")
-                events.yield(.failed(queueName: queueName, key: task.key, collection: task.collection, result: result))
-                if case .until(let date)? = pause {
+                if case .retry = finished.result { retried.increment() }
+                logger.debug("action \(task.collection)/\(task.key) of \(queueName) failed: \(finished.result)")
+                events.yield(.failed(queueName: queueName, key: task.key, collection: task.collection, result: finished.result))
+                if case .until(let date)? = finished.pause {
+                    driver.queues[queueName] = state
                     startTimer(queueName, until: date, in: &driver)
+                    state = driver.queues.removeValue(forKey: queueName) ?? state
                 }
             }
-            markReady(queueName, in: &driver)
         }
     }
 
@@ -457,58 +494,75 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
 
     // MARK: Starting actions
 
-    private func schedule(_ driver: inout Driver) async {
-        while !driver.stopping {
-            var picks: [Entry] = []
-            while driver.running + picks.count < configuration.maxConcurrentQueues, !driver.ready.isEmpty {
-                let queueName = driver.ready.removeFirst()
-                driver.readySet.remove(queueName)
-                guard var state = driver.queues[queueName], state.inFlight == nil else { continue }
-                if state.held == nil, state.head < state.entries.count {
-                    // Move the head out of the list; it stays the sticky head until it succeeds.
-                    state.held = state.entries[state.head]
-                    state.head += 1
-                    if state.head > 1024, state.head * 2 > state.entries.count {
-                        state.entries.removeFirst(state.head)
-                        state.head = 0
-                    }
+    /// Reserves the heads of ready queues (up to the cap, longest-waiting queue first) and
+    /// claims them in the background.
+    private func launchClaim(_ driver: inout Driver) {
+        guard !driver.stopping, !driver.claiming else { return }
+        var picks: [Entry] = []
+        while driver.running < configuration.maxConcurrentQueues, !driver.ready.isEmpty {
+            let queueName = driver.ready.removeFirst()
+            driver.readySet.remove(queueName)
+            guard var state = driver.queues.removeValue(forKey: queueName) else { continue }
+            defer { driver.queues[queueName] = state }
+            guard state.inFlight == nil else { continue }
+            if state.held == nil, state.head < state.entries.count {
+                // Move the head out of the list; it stays the sticky head until it succeeds.
+                state.held = state.entries[state.head]
+                state.head += 1
+                if state.head > 1024, state.head * 2 > state.entries.count {
+                    state.entries.removeFirst(state.head)
+                    state.head = 0
                 }
-                guard let held = state.held, held.task.pause == nil else {
-                    driver.queues[queueName] = state
-                    continue
-                }
-                driver.queues[queueName] = state
-                picks.append(held)
             }
-            if picks.isEmpty { return }
-            let granted: [Bool]
+            guard let held = state.held, held.task.pause == nil else { continue }
+            state.inFlight = held.task
+            driver.running += 1
+            picks.append(held)
+        }
+        guard !picks.isEmpty else { return }
+        driver.claiming = true
+        let storage = self.storage
+        let owner = self.owner
+        let lease = configuration.leaseDuration
+        let mailbox = self.mailbox
+        let logger = self.logger
+        Task {
+            var granted: [Bool]?
             do {
-                granted = try await storage.claim(picks.map(\.task), owner: owner, leaseDuration: configuration.leaseDuration)
+                granted = try await storage.claim(picks.map(\.task), owner: owner, leaseDuration: lease)
             } catch {
-                logger.error("could not claim \(picks.count) action(s); retrying when the next change arrives: \(error)")
-                for pick in picks {
-                    driver.storageStalled.insert(pick.task.queueName)
-                }
-                return
+                logger.error("could not claim \(picks.count) action(s); their queues wait for restartQueues: \(error)")
             }
-            for (pick, isGranted) in zip(picks, granted) {
-                let queueName = pick.task.queueName
-                guard isGranted else {
-                    // Gone or changed behind our back (another process): drop it, look again.
-                    driver.queues[queueName]?.held = nil
-                    driver.locations[ActionID(pick.task)] = nil
-                    markReady(queueName, in: &driver)
-                    continue
-                }
-                start(pick, in: &driver)
-            }
+            mailbox.post(.claimed(picks, granted: granted))
         }
     }
 
-    private func start(_ entry: Entry, in driver: inout Driver) {
+    private func claimed(_ picks: [Entry], granted: [Bool]?, in driver: inout Driver) {
+        driver.claiming = false
+        for (index, pick) in picks.enumerated() {
+            let queueName = pick.task.queueName
+            let isCurrent = isHeld(pick.task, in: driver)
+            guard let granted, granted[index], isCurrent, !driver.stopping else {
+                // Not started: give the reservation back.
+                driver.queues[queueName]?.inFlight = nil
+                driver.running -= 1
+                if granted == nil, isCurrent {
+                    driver.queues[queueName]?.held?.task.pause = .untilRestart
+                    driver.storageStalled.insert(queueName)
+                } else if granted?[index] == false, isCurrent {
+                    // Gone or changed behind our back (another process): drop it, look again.
+                    driver.queues[queueName]?.held = nil
+                    driver.locations[ActionID(pick.task)] = nil
+                }
+                markReady(queueName, in: &driver)
+                continue
+            }
+            start(pick)
+        }
+    }
+
+    private func start(_ entry: Entry) {
         let task = entry.task
-        driver.queues[task.queueName]?.inFlight = task
-        driver.running += 1
         inFlightView.withLock { $0[task.queueName] = task.key }
         let now = time.elapsed()
         queueWait.recordNanoseconds(max(0, (now - entry.since).nanoseconds))

@@ -101,7 +101,7 @@ final class SQLiteTaskStorage: TaskStorage {
             try await pool.read { db in
                 try Row.fetchAll(
                     db,
-                    sql: "SELECT * FROM taskbroker_action WHERE queue_name = ? ORDER BY position",
+                    sql: "SELECT \(Self.selectedColumns) FROM taskbroker_action WHERE queue_name = ? ORDER BY position",
                     arguments: [queueName]
                 ).map(Self.task(from:))
             }
@@ -112,13 +112,11 @@ final class SQLiteTaskStorage: TaskStorage {
         guard !heads.isEmpty else { return [] }
         return try await Self.run("claim \(heads.count) action(s)") {
             try await pool.read { db in
-                try heads.map { head in
-                    let revision = try Int64.fetchOne(
-                        db,
-                        sql: "SELECT revision FROM taskbroker_action WHERE collection = ? AND key = ?",
-                        arguments: [head.collection, head.key]
-                    )
-                    return revision == head.revision
+                let statement = try db.cachedStatement(
+                    sql: "SELECT revision FROM taskbroker_action WHERE collection = ? AND key = ?"
+                )
+                return try heads.map { head in
+                    try Int64.fetchOne(statement, arguments: [head.collection, head.key]) == head.revision
                 }
             }
         }
@@ -128,22 +126,20 @@ final class SQLiteTaskStorage: TaskStorage {
         guard !outcomes.isEmpty else { return }
         try await Self.run("store \(outcomes.count) outcome(s)") {
             try await pool.write { db in
+                let delete = try db.cachedStatement(
+                    sql: "DELETE FROM taskbroker_action WHERE collection = ? AND key = ? AND revision = ?"
+                )
+                let fail = try db.cachedStatement(sql: """
+                    UPDATE taskbroker_action SET attempts = attempts + 1, pause_kind = ?, pause_until = ?
+                    WHERE collection = ? AND key = ? AND revision = ?
+                    """)
                 for outcome in outcomes {
                     switch outcome {
                     case .completed(let task):
-                        try db.execute(
-                            sql: "DELETE FROM taskbroker_action WHERE collection = ? AND key = ? AND revision = ?",
-                            arguments: [task.collection, task.key, task.revision]
-                        )
+                        try delete.execute(arguments: [task.collection, task.key, task.revision])
                     case .failed(let task, let pause):
                         let (kind, until) = Self.columns(for: pause)
-                        try db.execute(
-                            sql: """
-                                UPDATE taskbroker_action SET attempts = attempts + 1, pause_kind = ?, pause_until = ?
-                                WHERE collection = ? AND key = ? AND revision = ?
-                                """,
-                            arguments: [kind, until, task.collection, task.key, task.revision]
-                        )
+                        try fail.execute(arguments: [kind, until, task.collection, task.key, task.revision])
                     }
                 }
             }
@@ -184,7 +180,7 @@ final class SQLiteTaskStorage: TaskStorage {
                 }
                 for row in try Row.fetchAll(
                     db,
-                    sql: "SELECT * FROM taskbroker_action WHERE pause_kind <> 0 ORDER BY queue_name, position"
+                    sql: "SELECT \(Self.selectedColumns) FROM taskbroker_action WHERE pause_kind <> 0 ORDER BY queue_name, position"
                 ) {
                     let task = Self.task(from: row)
                     snapshots[task.queueName]?.pause = task.pause
@@ -227,7 +223,7 @@ final class SQLiteTaskStorage: TaskStorage {
     static func delete(key: String, collection: String, in db: Database) throws -> StoredTask? {
         try Row.fetchOne(
             db,
-            sql: "DELETE FROM taskbroker_action WHERE collection = ? AND key = ? RETURNING *",
+            sql: "DELETE FROM taskbroker_action WHERE collection = ? AND key = ? RETURNING \(selectedColumns)",
             arguments: [collection, key]
         ).map(task(from:))
     }
@@ -239,7 +235,7 @@ final class SQLiteTaskStorage: TaskStorage {
                 db,
                 sql: """
                     UPDATE taskbroker_action SET pause_kind = 0, pause_until = NULL
-                    WHERE queue_name = ? AND pause_kind <> 0 RETURNING *
+                    WHERE queue_name = ? AND pause_kind <> 0 RETURNING \(selectedColumns)
                     """,
                 arguments: [name]
             ).map(task(from:))
@@ -247,9 +243,12 @@ final class SQLiteTaskStorage: TaskStorage {
         return resumed
     }
 
+    /// The columns `task(from:)` reads, in its order.
+    static let selectedColumns = "key, collection, queue_name, payload, position, revision, attempts, pause_kind, pause_until"
+
     static func task(from row: Row) -> StoredTask {
-        let kind: Int = row["pause_kind"]
-        let until: Double? = row["pause_until"]
+        let kind: Int = row[7]
+        let until: Double? = row[8]
         let pause: TaskPause?
         switch kind {
         case 1: pause = .until(Date(timeIntervalSince1970: until ?? 0))
@@ -257,9 +256,8 @@ final class SQLiteTaskStorage: TaskStorage {
         default: pause = nil
         }
         return StoredTask(
-            key: row["key"], collection: row["collection"], queueName: row["queue_name"],
-            payload: row["payload"], position: row["position"], revision: row["revision"],
-            attempts: row["attempts"], pause: pause
+            key: row[0], collection: row[1], queueName: row[2], payload: row[3],
+            position: row[4], revision: row[5], attempts: row[6], pause: pause
         )
     }
 
