@@ -52,7 +52,6 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         case changes([TaskChange])
         case finished(StoredTask, TaskResult, started: Duration)
         case committed([Finished], succeeded: Bool)
-        case claimed([Entry], granted: [Bool]?)
         case timer(queueName: String, token: UInt64)
         case stop
         case abandon
@@ -163,9 +162,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         var stopping = false
         var pendingOutcomes: [Finished] = []
         var committing = false
-        var claiming = false
 
-        var isIdle: Bool { running == 0 && !committing && !claiming && pendingOutcomes.isEmpty }
+        var isIdle: Bool { running == 0 && !committing && pendingOutcomes.isEmpty }
         var nextTimerToken: UInt64 = 0
         var storageStalled: Set<String> = []
         /// Which queue holds each action this broker knows of.
@@ -184,7 +182,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         for queueName in initialQueues {
             await load(queueName, into: &driver)
         }
-        launchClaim(&driver)
+        await launchClaim(&driver)
         loop: while let signals = await mailbox.next() {
             for signal in signals {
                 switch signal {
@@ -194,8 +192,6 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                     finished(task, result, started: started, in: &driver)
                 case .committed(let batch, let succeeded):
                     committed(batch, succeeded: succeeded, in: &driver)
-                case .claimed(let picks, let granted):
-                    claimed(picks, granted: granted, in: &driver)
                 case .timer(let queueName, let token):
                     fireTimer(queueName, token: token, in: &driver)
                 case .stop:
@@ -206,7 +202,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             }
             launchCommit(&driver)
             if driver.stopping && driver.isIdle { break }
-            launchClaim(&driver)
+            await launchClaim(&driver)
         }
         mailbox.close()
         for state in driver.queues.values {
@@ -494,10 +490,10 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
 
     // MARK: Starting actions
 
-    /// Reserves the heads of ready queues (up to the cap, longest-waiting queue first) and
-    /// claims them in the background.
-    private func launchClaim(_ driver: inout Driver) {
-        guard !driver.stopping, !driver.claiming else { return }
+    /// Reserves the heads of ready queues (up to the cap, longest-waiting queue first), claims
+    /// them and starts those granted.
+    private func launchClaim(_ driver: inout Driver) async {
+        guard !driver.stopping else { return }
         var picks: [Entry] = []
         while driver.running < configuration.maxConcurrentQueues, !driver.ready.isEmpty {
             let queueName = driver.ready.removeFirst()
@@ -520,25 +516,16 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             picks.append(held)
         }
         guard !picks.isEmpty else { return }
-        driver.claiming = true
-        let storage = self.storage
-        let owner = self.owner
-        let lease = configuration.leaseDuration
-        let mailbox = self.mailbox
-        let logger = self.logger
-        Task {
-            var granted: [Bool]?
-            do {
-                granted = try await storage.claim(picks.map(\.task), owner: owner, leaseDuration: lease)
-            } catch {
-                logger.error("could not claim \(picks.count) action(s); their queues wait for restartQueues: \(error)")
-            }
-            mailbox.post(.claimed(picks, granted: granted))
+        var granted: [Bool]?
+        do {
+            granted = try await storage.claim(picks.map(\.task), owner: owner, leaseDuration: configuration.leaseDuration)
+        } catch {
+            logger.error("could not claim \(picks.count) action(s); their queues wait for restartQueues: \(error)")
         }
+        claimed(picks, granted: granted, in: &driver)
     }
 
     private func claimed(_ picks: [Entry], granted: [Bool]?, in driver: inout Driver) {
-        driver.claiming = false
         for (index, pick) in picks.enumerated() {
             let queueName = pick.task.queueName
             let isCurrent = isHeld(pick.task, in: driver)
@@ -632,3 +619,4 @@ final class EventBroadcaster: Sendable {
         subscribers.forEach { $0.finish() }
     }
 }
+

@@ -192,7 +192,7 @@ if !onlyBurnDown {
 // 4. Burn-down: the broker runs \(burnDownCount) stored no-op actions over 100 queues, durably.
 do {
     let path = directory.appendingPathComponent("burn.sqlite").path
-    let database = try await TaskDatabase.sqlite(path: path)
+    let database = try await TaskDatabase.sqlite(path: path, configuration: .init(synchronous: ProcessInfo.processInfo.environment["TB_SYNC_OFF"] != nil ? .off : .full))
     try await database.save((0..<burnDownCount).map { NoOpAction(key: "k\($0)", queueName: "bench-q\($0 % queueCount)") })
     let handler = NoOpHandler()
     let start = clock.now
