@@ -50,8 +50,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
 
     enum Signal: Sendable {
         case changes([TaskChange])
-        case finished(StoredTask, TaskResult, started: Duration)
         case committed([Finished], succeeded: Bool)
+        case loaded(queueName: String, entries: [Entry]?)
         case timer(queueName: String, token: UInt64)
         case stop
         case abandon
@@ -103,6 +103,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
     let time: BrokerTime
     let claimFilter: @Sendable (String) -> Bool
     let mailbox = Mailbox<Signal>()
+    let committer = Mailbox<Finished>()
     let events = EventBroadcaster()
     let finished = Latch()
     private let inFlightView = Mutex<[String: String]>([:])
@@ -160,10 +161,11 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         /// Queues that have an action reserved, claimed, running or being committed.
         var running = 0
         var stopping = false
-        var pendingOutcomes: [Finished] = []
-        var committing = false
+        /// Queues being read at startup, and those changed while they were read.
+        var loading: Set<String> = []
+        var dirtyWhileLoading: Set<String> = []
 
-        var isIdle: Bool { running == 0 && !committing && pendingOutcomes.isEmpty }
+        var isIdle: Bool { running == 0 }
         var nextTimerToken: UInt64 = 0
         var storageStalled: Set<String> = []
         /// Which queue holds each action this broker knows of.
@@ -179,17 +181,30 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
     /// outcomes that arrive during a commit share the next one.
     func run(initialQueues: [String]) async {
         var driver = Driver()
-        for queueName in initialQueues {
-            await load(queueName, into: &driver)
+        let committerTask = Task { [committer, storage, owner, mailbox, logger] in
+            while let batch = await committer.next() {
+                let outcomes = batch.map { finished -> TaskOutcome in
+                    finished.result == .success ? .completed(finished.task) : .failed(finished.task, pause: finished.pause)
+                }
+                var succeeded = true
+                do {
+                    try await storage.finish(outcomes, owner: owner)
+                } catch {
+                    logger.error("could not store \(outcomes.count) outcome(s); their queues wait for restartQueues: \(error)")
+                    succeeded = false
+                }
+                mailbox.post(.committed(batch, succeeded: succeeded))
+            }
         }
-        await launchClaim(&driver)
+        defer { committerTask.cancel() }
+        startLoading(initialQueues, in: &driver)
         loop: while let signals = await mailbox.next() {
             for signal in signals {
                 switch signal {
                 case .changes(let batch):
                     await apply(batch, to: &driver)
-                case .finished(let task, let result, let started):
-                    finished(task, result, started: started, in: &driver)
+                case .loaded(let queueName, let entries):
+                    await loaded(queueName, entries: entries, in: &driver)
                 case .committed(let batch, let succeeded):
                     committed(batch, succeeded: succeeded, in: &driver)
                 case .timer(let queueName, let token):
@@ -200,11 +215,11 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                     break loop
                 }
             }
-            launchCommit(&driver)
             if driver.stopping && driver.isIdle { break }
             await launchClaim(&driver)
         }
         mailbox.close()
+        committer.close()
         for state in driver.queues.values {
             state.timer?.task.cancel()
         }
@@ -215,39 +230,79 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         finished.open()
     }
 
+    /// Reads and decodes a queue's stored actions, sorted in run order (the held action first
+    /// if one is paused). Runs off the driver at startup, so both cores work.
+    static func read(_ queueName: String, from storage: any TaskStorage, since: Duration) async throws -> [Entry] {
+        let decoder = JSONDecoder()
+        var held: Entry?
+        var entries: [Entry] = []
+        for task in try await storage.tasks(inQueue: queueName) {
+            let entry = Entry(task: task, action: try? decoder.decode(Action.self, from: task.payload), since: since)
+            if task.pause != nil && held == nil {
+                held = entry
+            } else {
+                entries.append(entry)
+            }
+        }
+        // `sort` is a stable merge sort in the standard library: equal actions keep enqueue order.
+        entries.sort(by: runsBefore)
+        return (held.map { [$0] } ?? []) + entries
+    }
+
+    /// Loads the queues stored at startup in a background task; each arrives as `.loaded`.
+    private func startLoading(_ queueNames: [String], in driver: inout Driver) {
+        guard !queueNames.isEmpty else { return }
+        driver.loading.formUnion(queueNames)
+        let storage = self.storage
+        let mailbox = self.mailbox
+        let since = time.elapsed()
+        Task {
+            for queueName in queueNames {
+                let entries = try? await Self.read(queueName, from: storage, since: since)
+                mailbox.post(.loaded(queueName: queueName, entries: entries))
+            }
+        }
+    }
+
+    private func loaded(_ queueName: String, entries: [Entry]?, in driver: inout Driver) async {
+        driver.loading.remove(queueName)
+        if driver.dirtyWhileLoading.remove(queueName) != nil || entries == nil {
+            // Changed while it loaded (or the read failed): read it again, now.
+            await load(queueName, into: &driver)
+        } else if let entries {
+            install(queueName, entries, in: &driver)
+        }
+    }
+
     private func load(_ queueName: String, into driver: inout Driver) async {
         guard driver.queues[queueName] == nil, !driver.ignored.contains(queueName) else { return }
         guard claimFilter(queueName), registry.own(queueName, by: brokerID) else {
             driver.ignored.insert(queueName)
             return
         }
-        let tasks: [StoredTask]
         do {
-            tasks = try await storage.tasks(inQueue: queueName)
+            install(queueName, try await Self.read(queueName, from: storage, since: time.elapsed()), in: &driver)
         } catch {
             logger.error("could not load queue \(queueName): \(error)")
             driver.queues[queueName] = QueueState()
-            return
         }
+    }
+
+    private func install(_ queueName: String, _ entries: [Entry], in driver: inout Driver) {
         var state = QueueState()
-        let since = time.elapsed()
-        let decoder = driver.decoder
-        var entries: [Entry] = []
-        for task in tasks {
-            if let other = driver.locations[ActionID(task)], other != queueName {
-                removeEntry(ActionID(task), revision: nil, in: &driver)
+        for entry in entries {
+            let id = ActionID(entry.task)
+            if let other = driver.locations[id], other != queueName {
+                removeEntry(id, revision: nil, in: &driver)
             }
-            driver.locations[ActionID(task)] = queueName
-            let entry = Entry(task: task, action: try? decoder.decode(Action.self, from: task.payload), since: since)
-            if task.pause != nil && state.held == nil {
-                state.held = entry
-            } else {
-                entries.append(entry)
-            }
+            driver.locations[id] = queueName
         }
-        // `sort` is a stable merge sort in the standard library: equal actions keep enqueue order.
-        entries.sort(by: Self.runsBefore)
-        state.entries = entries
+        if let first = entries.first, first.task.pause != nil {
+            state.held = first
+            state.entries = Array(entries.dropFirst())
+        } else {
+            state.entries = entries
+        }
         driver.queues[queueName] = state
         if let held = state.held, case .until(let date) = held.task.pause {
             startTimer(queueName, until: date, in: &driver)
@@ -315,6 +370,21 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
 
     private func apply(_ changes: [TaskChange], to driver: inout Driver) async {
         for change in changes {
+            let touched: [String]
+            switch change {
+            case .saved(let task), .deleted(let task): touched = [task.queueName]
+            case .resumed(let queueNames, _): touched = queueNames
+            case .purged(let queueName): touched = [queueName]
+            }
+            let stale = touched.filter { driver.loading.contains($0) }
+            driver.dirtyWhileLoading.formUnion(stale)
+            if !stale.isEmpty, case .saved(let task) = change {
+                // Forget an older version elsewhere; the reload of its new queue has it.
+                removeEntry(ActionID(task), revision: nil, in: &driver)
+                continue
+            }
+            if !stale.isEmpty, case .deleted = change { continue }
+            if !stale.isEmpty, case .purged = change { continue }
             switch change {
             case .saved(let task):
                 removeEntry(ActionID(task), revision: nil, in: &driver)
@@ -390,54 +460,13 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         return held.key == task.key && held.collection == task.collection && held.revision == task.revision
     }
 
-    private func finished(_ task: StoredTask, _ result: TaskResult, started: Duration, in driver: inout Driver) {
-        handleDuration.recordNanoseconds(max(0, (time.elapsed() - started).nanoseconds))
-        // Deleted or replaced while it ran: its outcome is ignored.
-        guard isHeld(task, in: driver) else {
-            discard(task, in: &driver)
-            return
-        }
-        let pause: TaskPause?
-        switch result {
-        case .success: pause = nil
-        case .retry(let after): pause = after > .zero ? .until(time.now().addingTimeInterval(after.timeInterval)) : nil
-        case .waitForRestart: pause = .untilRestart
-        }
-        driver.pendingOutcomes.append(Finished(task: task, result: result, pause: pause))
-    }
-
     private func discard(_ task: StoredTask, in driver: inout Driver) {
         finishRunning(task.queueName, in: &driver)
         events.yield(.discarded(queueName: task.queueName, key: task.key, collection: task.collection))
         markReady(task.queueName, in: &driver)
     }
 
-    private func launchCommit(_ driver: inout Driver) {
-        guard !driver.committing, !driver.pendingOutcomes.isEmpty else { return }
-        let batch = driver.pendingOutcomes
-        driver.pendingOutcomes = []
-        driver.committing = true
-        let outcomes = batch.map { finished -> TaskOutcome in
-            finished.result == .success ? .completed(finished.task) : .failed(finished.task, pause: finished.pause)
-        }
-        let storage = self.storage
-        let owner = self.owner
-        let mailbox = self.mailbox
-        let logger = self.logger
-        Task {
-            var succeeded = true
-            do {
-                try await storage.finish(outcomes, owner: owner)
-            } catch {
-                logger.error("could not store \(outcomes.count) outcome(s); their queues wait for restartQueues: \(error)")
-                succeeded = false
-            }
-            mailbox.post(.committed(batch, succeeded: succeeded))
-        }
-    }
-
     private func committed(_ batch: [Finished], succeeded: Bool, in driver: inout Driver) {
-        driver.committing = false
         for finished in batch {
             let task = finished.task
             let queueName = task.queueName
@@ -554,17 +583,27 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         let now = time.elapsed()
         queueWait.recordNanoseconds(max(0, (now - entry.since).nanoseconds))
         events.yield(.started(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.attempts + 1))
-        let mailbox = self.mailbox
         guard let action = entry.action else {
             logger.error("action \(task.collection)/\(task.key) of \(task.queueName) does not decode as \(Action.self); pausing its queue")
             events.yield(.undecodable(queueName: task.queueName, key: task.key, collection: task.collection))
-            mailbox.post(.finished(task, .waitForRestart, started: now))
+            committer.post(Finished(task: task, result: .waitForRestart, pause: .untilRestart))
             return
         }
         let handler = self.handler
+        let committer = self.committer
+        let time = self.time
+        let handleDuration = self.handleDuration
         Task {
             let result = await handler.handle(action)
-            mailbox.post(.finished(task, result, started: now))
+            handleDuration.recordNanoseconds(max(0, (time.elapsed() - now).nanoseconds))
+            let pause: TaskPause?
+            switch result {
+            case .success: pause = nil
+            case .retry(let after): pause = after > .zero ? .until(time.now().addingTimeInterval(after.timeInterval)) : nil
+            case .waitForRestart: pause = .untilRestart
+            }
+            // Straight to the committer: outcomes that arrive while a commit runs share the next one.
+            committer.post(Finished(task: task, result: result, pause: pause))
         }
     }
 }
@@ -584,6 +623,8 @@ final class EventBroadcaster: Sendable {
     }
 
     private let state = Mutex(State())
+    /// How many streams are open: events are not even built into a list while nobody listens.
+    private let subscriberCount = Atomic<Int>(0)
 
     func stream() -> AsyncStream<TaskBrokerEvent> {
         let (stream, continuation) = AsyncStream<TaskBrokerEvent>.makeStream()
@@ -591,6 +632,7 @@ final class EventBroadcaster: Sendable {
             guard !state.finished else { return nil }
             state.nextID += 1
             state.subscribers[state.nextID] = continuation
+            subscriberCount.add(1, ordering: .relaxed)
             return state.nextID
         }
         guard let id else {
@@ -598,12 +640,16 @@ final class EventBroadcaster: Sendable {
             return stream
         }
         continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
+            guard let self else { return }
+            if state.withLock({ $0.subscribers.removeValue(forKey: id) }) != nil {
+                subscriberCount.subtract(1, ordering: .relaxed)
+            }
         }
         return stream
     }
 
     func yield(_ event: TaskBrokerEvent) {
+        guard subscriberCount.load(ordering: .relaxed) > 0 else { return }
         let subscribers = state.withLock { Array($0.subscribers.values) }
         for subscriber in subscribers {
             subscriber.yield(event)
