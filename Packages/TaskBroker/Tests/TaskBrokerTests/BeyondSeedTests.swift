@@ -202,15 +202,16 @@ struct BeyondSeedTests {
     @Test func concurrentQueuesAreCappedAndServedInTurn() async throws {
         let directory = try TemporaryDirectory()
         let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+        let handler = GateHandler()
+        let broker = try await TaskQueueBroker.setup(
+            database: database, name: "h", handler: handler, configuration: .init(maxConcurrentQueues: 2)
+        )
+        // One save: the broker learns of all three queues at once, in this order.
         try await database.save([
             TestAction(key: "a1", queueName: "h-a"), TestAction(key: "a2", queueName: "h-a"),
             TestAction(key: "b1", queueName: "h-b"), TestAction(key: "b2", queueName: "h-b"),
             TestAction(key: "c1", queueName: "h-c"), TestAction(key: "c2", queueName: "h-c"),
         ])
-        let handler = GateHandler()
-        let broker = try await TaskQueueBroker.setup(
-            database: database, name: "h", handler: handler, configuration: .init(maxConcurrentQueues: 2)
-        )
         #expect(Set(await handler.started.values(count: 2)) == ["a1", "b1"])
         handler.release("a1")
         // The freed slot goes to the queue that has waited longest (c), not back to a.
