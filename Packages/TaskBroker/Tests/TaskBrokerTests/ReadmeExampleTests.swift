@@ -3,26 +3,7 @@ import Foundation
 import TaskBroker
 import Testing
 
-// The README's example, kept compiling and true.
-
-private struct MessageSendAction: TaskQueueAction {
-    let key: String
-    let collection: String
-    let messageToSendKey: String
-    let queueName: String
-    let date: Date
-
-    func sort(_ other: MessageSendAction) -> ComparisonResult { date.compare(other.date) }
-}
-
-private final class MessageHandler: TaskQueueHandler {
-    let sent = EventCollector<String>()
-
-    func handleNextItem(_ action: MessageSendAction, completion: @escaping @Sendable (Bool, TimeInterval) -> Void) {
-        sent.record(action.messageToSendKey)  // 1. load the message, 2. send it, 3. report:
-        completion(true, -1)                  // (false, 5): retry in 5 s; (false, -1): wait for restartQueues
-    }
-}
+// The README's example, kept compiling and true (its types are in Support/ReadmeExample.swift).
 
 @Suite(.timeLimit(.minutes(1)))
 struct ReadmeExampleTests {
