@@ -33,6 +33,23 @@ extension Duration {
     }
 }
 
+/// A handler's outcome on its way to the database.
+struct BrokerFinished: Sendable {
+    let task: StoredTask
+    let result: TaskResult
+    let pause: TaskPause?
+}
+
+struct BrokerActionID: Hashable {
+    let collection: String
+    let key: String
+
+    init(_ task: StoredTask) {
+        collection = task.collection
+        key = task.key
+    }
+}
+
 /// The part of a broker that does not depend on the handler's type.
 protocol BrokerEngineProtocol: Sendable {
     var name: String { get }
@@ -47,6 +64,8 @@ protocol BrokerEngineProtocol: Sendable {
 /// and database changes talk to it through a ``Mailbox``.
 final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
     typealias Action = Handler.Action
+    typealias Finished = BrokerFinished
+    typealias ActionID = BrokerActionID
 
     enum Signal: Sendable {
         case changes([TaskChange])
@@ -55,23 +74,6 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         case timer(queueName: String, token: UInt64)
         case stop
         case abandon
-    }
-
-    /// A handler's outcome on its way to the database.
-    struct Finished: Sendable {
-        let task: StoredTask
-        let result: TaskResult
-        let pause: TaskPause?
-    }
-
-    struct ActionID: Hashable {
-        let collection: String
-        let key: String
-
-        init(_ task: StoredTask) {
-            collection = task.collection
-            key = task.key
-        }
     }
 
     struct Entry: Sendable {

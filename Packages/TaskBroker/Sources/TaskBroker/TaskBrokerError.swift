@@ -23,8 +23,6 @@ public struct TaskBrokerError: Error, Sendable, CustomStringConvertible {
         public static let invalidName = Code("invalidName")
         /// The operation needs a backend feature this `TaskDatabase` does not have.
         public static let unsupported = Code("unsupported")
-        /// The broker has been shut down.
-        public static let shutDown = Code("shutDown")
 
         public var description: String { name }
     }
