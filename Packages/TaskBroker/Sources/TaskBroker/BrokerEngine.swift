@@ -38,6 +38,10 @@ struct BrokerFinished: Sendable {
     let task: StoredTask
     let result: TaskResult
     let pause: TaskPause?
+
+    var outcome: TaskOutcome {
+        result == .success ? .completed(task) : .failed(task, pause: pause)
+    }
 }
 
 struct BrokerActionID: Hashable {
@@ -106,6 +110,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
     let claimFilter: @Sendable (String) -> Bool
     let mailbox = Mailbox<Signal>()
     let committer = Mailbox<Finished>()
+    private let committerQueue = BlockingQueue<Finished>()
     let events = EventBroadcaster()
     let finished = Latch()
     private let inFlightView = Mutex<[String: String]>([:])
@@ -183,22 +188,27 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
     /// outcomes that arrive during a commit share the next one.
     func run(initialQueues: [String]) async {
         var driver = Driver()
-        let committerTask = Task { [committer, storage, owner, mailbox, logger] in
-            while let batch = await committer.next() {
-                let outcomes = batch.map { finished -> TaskOutcome in
-                    finished.result == .success ? .completed(finished.task) : .failed(finished.task, pause: finished.pause)
+        let committerTask: Task<Void, Never>?
+        if let sqlite = storage as? SQLiteTaskStorage {
+            // The embedded backend commits on a thread of its own with GRDB's blocking API: a
+            // commit then costs no executor hops, which is most of its latency on a busy machine.
+            committerTask = nil
+            startCommitterThread(sqlite)
+        } else {
+            committerTask = Task { [committer, storage, owner, mailbox, logger] in
+                while let batch = await committer.next() {
+                    var succeeded = true
+                    do {
+                        try await storage.finish(batch.map(\.outcome), owner: owner)
+                    } catch {
+                        logger.error("could not store \(batch.count) outcome(s); their queues wait for restartQueues: \(error)")
+                        succeeded = false
+                    }
+                    mailbox.post(.committed(batch, succeeded: succeeded))
                 }
-                var succeeded = true
-                do {
-                    try await storage.finish(outcomes, owner: owner)
-                } catch {
-                    logger.error("could not store \(outcomes.count) outcome(s); their queues wait for restartQueues: \(error)")
-                    succeeded = false
-                }
-                mailbox.post(.committed(batch, succeeded: succeeded))
             }
         }
-        defer { committerTask.cancel() }
+        defer { committerTask?.cancel() }
         startLoading(initialQueues, in: &driver)
         loop: while let signals = await mailbox.next() {
             for signal in signals {
@@ -222,6 +232,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         }
         mailbox.close()
         committer.close()
+        committerQueue.close()
         for state in driver.queues.values {
             state.timer?.task.cancel()
         }
@@ -579,6 +590,32 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         }
     }
 
+    private func submit(_ finished: Finished) {
+        if storage is SQLiteTaskStorage {
+            committerQueue.push(finished)
+        } else {
+            committer.post(finished)
+        }
+    }
+
+    private func startCommitterThread(_ sqlite: SQLiteTaskStorage) {
+        let queue = committerQueue
+        let mailbox = self.mailbox
+        let logger = self.logger
+        Thread.detachNewThread {
+            while let batch = queue.popAll() {
+                var succeeded = true
+                do {
+                    try sqlite.finishBlocking(batch.map(\.outcome))
+                } catch {
+                    logger.error("could not store \(batch.count) outcome(s); their queues wait for restartQueues: \(error)")
+                    succeeded = false
+                }
+                mailbox.post(.committed(batch, succeeded: succeeded))
+            }
+        }
+    }
+
     private func start(_ entry: Entry) {
         let task = entry.task
         inFlightView.withLock { $0[task.queueName] = task.key }
@@ -588,14 +625,13 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         guard let action = entry.action else {
             logger.error("action \(task.collection)/\(task.key) of \(task.queueName) does not decode as \(Action.self); pausing its queue")
             events.yield(.undecodable(queueName: task.queueName, key: task.key, collection: task.collection))
-            committer.post(Finished(task: task, result: .waitForRestart, pause: .untilRestart))
+            submit(Finished(task: task, result: .waitForRestart, pause: .untilRestart))
             return
         }
         let handler = self.handler
-        let committer = self.committer
         let time = self.time
         let handleDuration = self.handleDuration
-        Task {
+        Task { [self] in
             let result = await handler.handle(action)
             handleDuration.recordNanoseconds(max(0, (time.elapsed() - now).nanoseconds))
             let pause: TaskPause?
@@ -605,7 +641,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             case .waitForRestart: pause = .untilRestart
             }
             // Straight to the committer: outcomes that arrive while a commit runs share the next one.
-            committer.post(Finished(task: task, result: result, pause: pause))
+            submit(Finished(task: task, result: result, pause: pause))
         }
     }
 }

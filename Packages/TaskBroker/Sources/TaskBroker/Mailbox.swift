@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 
 /// An unbounded single-consumer inbox: producers post from any thread; the consumer takes
@@ -83,5 +84,41 @@ final class Latch: Sendable {
             }
             if open { continuation.resume() }
         }
+    }
+}
+
+/// A queue that a dedicated thread drains by blocking (for the SQLite committer thread).
+final class BlockingQueue<Item: Sendable>: Sendable {
+    private let state = Mutex<(items: [Item], closed: Bool)>(([], false))
+    private let wakeups = DispatchSemaphore(value: 0)
+
+    /// Adds an item; wakes the thread if the queue was empty.
+    func push(_ item: Item) {
+        let wasEmpty = state.withLock { state -> Bool in
+            guard !state.closed else { return false }
+            state.items.append(item)
+            return state.items.count == 1
+        }
+        if wasEmpty { wakeups.signal() }
+    }
+
+    /// Blocks until there are items, then takes them all; `nil` once closed.
+    func popAll() -> [Item]? {
+        while true {
+            let taken = state.withLock { state -> [Item]?? in
+                if state.closed { return .some(nil) }
+                if state.items.isEmpty { return .none }
+                defer { state.items = [] }
+                return .some(state.items)
+            }
+            if let taken { return taken }
+            wakeups.wait()
+        }
+    }
+
+    /// Wakes the thread for good.
+    func close() {
+        state.withLock { $0.closed = true }
+        wakeups.signal()
     }
 }

@@ -119,23 +119,39 @@ final class SQLiteTaskStorage: TaskStorage {
     func finish(_ outcomes: [TaskOutcome], owner: String) async throws {
         guard !outcomes.isEmpty else { return }
         try await Self.run("store \(outcomes.count) outcome(s)") {
-            try await pool.write { db in
-                let delete = try db.cachedStatement(
-                    sql: "DELETE FROM taskbroker_action WHERE collection = ? AND key = ? AND revision = ?"
-                )
-                let fail = try db.cachedStatement(sql: """
-                    UPDATE taskbroker_action SET attempts = attempts + 1, pause_kind = ?, pause_until = ?
-                    WHERE collection = ? AND key = ? AND revision = ?
-                    """)
-                for outcome in outcomes {
-                    switch outcome {
-                    case .completed(let task):
-                        try delete.execute(arguments: [task.collection, task.key, task.revision])
-                    case .failed(let task, let pause):
-                        let (kind, until) = Self.columns(for: pause)
-                        try fail.execute(arguments: [kind, until, task.collection, task.key, task.revision])
-                    }
-                }
+            try await pool.write { db in try Self.finish(outcomes, in: db) }
+        }
+    }
+
+    /// `finish` for a dedicated committer thread: blocks the calling thread, no executor hops.
+    func finishBlocking(_ outcomes: [TaskOutcome]) throws {
+        guard !outcomes.isEmpty else { return }
+        do {
+            try pool.write { db in try Self.finish(outcomes, in: db) }
+        } catch {
+            throw TaskBrokerError(
+                code: .storageFailed,
+                message: "Could not store \(outcomes.count) outcome(s) in the task database; the operation was not applied.",
+                underlying: error
+            )
+        }
+    }
+
+    static func finish(_ outcomes: [TaskOutcome], in db: Database) throws {
+        let delete = try db.cachedStatement(
+            sql: "DELETE FROM taskbroker_action WHERE collection = ? AND key = ? AND revision = ?"
+        )
+        let fail = try db.cachedStatement(sql: """
+            UPDATE taskbroker_action SET attempts = attempts + 1, pause_kind = ?, pause_until = ?
+            WHERE collection = ? AND key = ? AND revision = ?
+            """)
+        for outcome in outcomes {
+            switch outcome {
+            case .completed(let task):
+                try delete.execute(arguments: [task.collection, task.key, task.revision])
+            case .failed(let task, let pause):
+                let (kind, until) = columns(for: pause)
+                try fail.execute(arguments: [kind, until, task.collection, task.key, task.revision])
             }
         }
     }
