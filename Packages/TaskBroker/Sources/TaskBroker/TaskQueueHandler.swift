@@ -26,7 +26,9 @@ public enum TaskResult: Sendable, Hashable {
         } else if retryTimeout.isInfinite {
             self = .waitForRestart
         } else {
-            self = .retry(after: .nanoseconds(Int64((retryTimeout * 1e9).rounded())))
+            // Capped at about 100 years so that the conversion cannot overflow.
+            let seconds = min(retryTimeout, 3_153_600_000)
+            self = .retry(after: .nanoseconds(Int64((seconds * 1e9).rounded())))
         }
     }
 }

@@ -182,3 +182,18 @@ struct SeedBehaviourTests {
         await broker.shutdown()
     }
 }
+
+@Suite struct TaskResultTests {
+    @Test(arguments: [
+        (true, -1.0, TaskResult.success),
+        (false, 5.0, .retry(after: .seconds(5))),
+        (false, 0.0, .retry(after: .zero)),
+        (false, -1.0, .waitForRestart),
+        (false, .nan, .waitForRestart),
+        (false, .infinity, .waitForRestart),
+        (false, 1e300, .retry(after: .seconds(3_153_600_000))),
+    ])
+    func seedPairTranslatesToAResult(success: Bool, retryTimeout: Double, expected: TaskResult) {
+        #expect(TaskResult(success: success, retryTimeout: retryTimeout) == expected)
+    }
+}
