@@ -174,7 +174,6 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
 
         var isIdle: Bool { running == 0 }
         var nextTimerToken: UInt64 = 0
-        var storageStalled: Set<String> = []
         /// Which queue holds each action this broker knows of.
         var locations: [ActionID: String] = [:]
         let decoder = JSONDecoder()
@@ -183,9 +182,10 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
     /// Runs until the broker stops. Loads the stored queues first: stored actions start without
     /// any new write.
     ///
-    /// The driver never waits for the database while it could start work: claims and commits
-    /// run in their own tasks (one of each at a time) and report back through the mailbox, so
-    /// outcomes that arrive during a commit share the next one.
+    /// The driver never waits for a commit: handlers hand their outcomes straight to a committer
+    /// (a thread of its own for SQLite, a task otherwise) that stores everything that arrived
+    /// while its previous commit ran in one transaction and reports back through the mailbox. A
+    /// queue's next action starts only after its previous outcome is committed.
     func run(initialQueues: [String]) async {
         var driver = Driver()
         let committerTask: Task<Void, Never>?
@@ -426,7 +426,6 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 removeEntry(ActionID(task), revision: task.revision, in: &driver)
             case .resumed(let queueNames, _):
                 for queueName in queueNames where driver.queues[queueName] != nil {
-                    driver.storageStalled.remove(queueName)
                     clearPause(queueName, in: &driver)
                 }
             case .purged(let queueName):
@@ -498,7 +497,6 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 // Unknown what is on disk: keep the action first and wait for a restart.
                 held.task.pause = .untilRestart
                 state.held = held
-                driver.storageStalled.insert(queueName)
                 continue
             }
             switch finished.result {
@@ -577,7 +575,6 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 driver.running -= 1
                 if granted == nil, isCurrent {
                     driver.queues[queueName]?.held?.task.pause = .untilRestart
-                    driver.storageStalled.insert(queueName)
                 } else if granted?[index] == false, isCurrent {
                     // Gone or changed behind our back (another process): drop it, look again.
                     driver.queues[queueName]?.held = nil
