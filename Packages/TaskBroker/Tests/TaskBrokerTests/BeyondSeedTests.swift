@@ -372,3 +372,38 @@ struct BeyondSeedTests {
         await broker.shutdown()
     }
 }
+
+@Suite(.timeLimit(.minutes(1)))
+struct HandlerBridgingAndReplacementTests {
+    @Test func asyncHandlerAnswersTheSeedsCallbackForm() async throws {
+        let handler = RecordingHandler<TestAction>()
+        handler.script("a", .retry(after: .milliseconds(2_500)), .waitForRestart)
+        let answers = EventCollector<String>()
+        for _ in 0..<3 {
+            handler.handleNextItem(TestAction(key: "a", queueName: "q")) { success, retryTimeout in
+                answers.record("\(success) \(retryTimeout)")
+            }
+            _ = await answers.values(count: answers.count + 1)
+        }
+        #expect(answers.values == ["false 2.5", "false -1.0", "true 0.0"])
+    }
+
+    @Test func resavingARunningActionRunsTheNewVersionNext() async throws {
+        let directory = try TemporaryDirectory()
+        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+        let handler = GateHandler()
+        let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: handler)
+        let recorder = EventRecorder(broker)
+        try await database.save([TestAction(key: "a", queueName: "h-q"), TestAction(key: "b", queueName: "h-q")])
+        #expect(await handler.started.values(count: 1) == ["a"])
+        try await database.save(TestAction(key: "a", queueName: "h-q", priority: 1))
+        handler.release("a")
+        handler.release("b")
+        // The run of the old version is discarded; the new one keeps a's place, ahead of b.
+        #expect(await handler.started.values(count: 3) == ["a", "a", "b"])
+        let events = await recorder.wait { $0.isSuccess("b") }
+        #expect(events.contains(.discarded(queueName: "h-q", key: "a", collection: "actions")))
+        await broker.shutdown()
+        #expect(try await database.snapshot().isEmpty)
+    }
+}
