@@ -1,6 +1,5 @@
 import Dispatch
 public import Foundation
-import Synchronization
 
 /// A chain of commands that run one after another, each on the queue it names.
 ///
@@ -29,7 +28,7 @@ import Synchronization
 /// end and is then freed (``willEject()`` runs).
 // `Job` is `open` so that subclasses can override the lifecycle callbacks (the seed's
 // `MyJob`), and a non-final class cannot be checked `Sendable`. It is safe: every stored
-// property is a `let` of a `Sendable` type and all mutable state lives in the `Mutex` `core`;
+// property is a `let` of a `Sendable` type and all mutable state lives in `core`, behind a lock;
 // a subclass that adds mutable state must protect it the same way.
 open class Job: @unchecked Sendable {
     /// How a new job treats the commands added to it.
@@ -118,7 +117,7 @@ open class Job: @unchecked Sendable {
         var delivering = false
     }
 
-    let core: Mutex<Core>
+    let core: Locked<Core>
     private let sleep: @Sendable (Duration) async throws -> Void
 
     /// Creates a job.
@@ -130,7 +129,7 @@ open class Job: @unchecked Sendable {
     ///     Tests pass a manual clock.
     public init(mode: Mode = .auto, clock: some Clock<Duration> = ContinuousClock()) {
         let initial: State = mode == .auto ? .paused : .stopped
-        self.core = Mutex(Core(state: initial, published: initial))
+        self.core = Locked(Core(state: initial, published: initial))
         self.sleep = { duration in try await clock.sleep(for: duration) }
     }
 
@@ -681,7 +680,7 @@ extension Job {
 /// A thread blocked in `await()` until the job rests or its timeout fires.
 final class BlockingWaiter: Sendable {
     private let semaphore = DispatchSemaphore(value: 0)
-    private let timedOut = Mutex(false)
+    private let timedOut = Locked(false)
 
     func resume(_ timedOut: Bool) {
         self.timedOut.withLock { $0 = timedOut }

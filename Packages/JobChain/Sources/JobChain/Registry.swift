@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 
 /// Holds a target without keeping it alive.
 final class WeakTarget: Sendable {
@@ -20,7 +19,7 @@ final class Registry: Sendable {
 
     static let shared = Registry()
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Adds a lane for `tag`; returns `false` (and changes nothing) when the tag exists.
     func addQueue(tag: String, priority: DispatchQoS.QoSClass) -> Bool {

@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 
 /// A custom tagged queue: runs the work submitted to it one item at a time, in submission
 /// order, even when an item finishes later (an `async` command holds the lane until it ends).
@@ -16,7 +15,7 @@ final class TagLane: Sendable {
     let tag: String
     let priority: DispatchQoS.QoSClass
     let queue: DispatchQueue
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(tag: String, priority: DispatchQoS.QoSClass) {
         self.tag = tag
