@@ -108,7 +108,7 @@ open class Job: @unchecked Sendable {
         var driving = false
         var phase = Phase.none
         var attempt: UInt64 = 0
-        var delayTask: Task<Void, Never>?
+        var delayTimer: JobTimer.Handle?
         var error: (any Error)?
         var waiters: [Waiter] = []
         var nextWaiterID: UInt64 = 0
@@ -118,7 +118,7 @@ open class Job: @unchecked Sendable {
     }
 
     let core: Locked<Core>
-    private let sleep: @Sendable (Duration) async throws -> Void
+    private let timer: JobTimer
 
     /// Creates a job.
     ///
@@ -130,7 +130,7 @@ open class Job: @unchecked Sendable {
     public init(mode: Mode = .auto, clock: some Clock<Duration> = ContinuousClock()) {
         let initial: State = mode == .auto ? .paused : .stopped
         self.core = Locked(Core(state: initial, published: initial))
-        self.sleep = { duration in try await clock.sleep(for: duration) }
+        self.timer = JobTimer(clock: clock)
     }
 
     deinit {
@@ -215,15 +215,15 @@ open class Job: @unchecked Sendable {
     /// A command still waiting for its `delay:` has not started: the wait is abandoned and
     /// the command stays first in the chain.
     public func suspend() {
-        let (deliver, task) = core.withLock { core -> (Bool, Task<Void, Never>?) in
-            var task: Task<Void, Never>?
+        let (deliver, timer) = core.withLock { core -> (Bool, JobTimer.Handle?) in
+            var timer: JobTimer.Handle?
             switch core.state {
             case .paused:
                 Self.stop(&core)
             case .started:
                 core.steps += [.publish(.interrupted), .callback(.didInterrupt)]
                 if case .delaying = core.phase {
-                    task = core.delayTask
+                    timer = core.delayTimer
                     Self.stop(&core)
                 } else {
                     core.state = .interrupted
@@ -231,9 +231,9 @@ open class Job: @unchecked Sendable {
             case .ejected, .stopped, .finished, .interrupted:
                 break
             }
-            return (Self.claimDelivery(&core), task)
+            return (Self.claimDelivery(&core), timer)
         }
-        task?.cancel()
+        timer?.cancel()
         if deliver { _ = deliverSteps(from: .caller) }
     }
 
@@ -241,13 +241,13 @@ open class Job: @unchecked Sendable {
     ///
     /// A command waiting for its `delay:` has not started and is dropped too.
     public func cancel() {
-        let (deliver, task) = core.withLock { core -> (Bool, Task<Void, Never>?) in
-            var task: Task<Void, Never>?
+        let (deliver, timer) = core.withLock { core -> (Bool, JobTimer.Handle?) in
+            var timer: JobTimer.Handle?
             switch core.phase {
             case .running:
                 core.commands.removeAllButFirst()
             case .delaying:
-                task = core.delayTask
+                timer = core.delayTimer
                 core.commands.removeAll()
                 if core.state == .interrupted {
                     Self.stop(&core)
@@ -258,9 +258,9 @@ open class Job: @unchecked Sendable {
                 core.commands.removeAll()
             }
             core.mainPending = core.commands.count { $0.isMain }
-            return (Self.claimDelivery(&core), task)
+            return (Self.claimDelivery(&core), timer)
         }
-        task?.cancel()
+        timer?.cancel()
         if deliver { _ = deliverSteps(from: .caller) }
     }
 
@@ -384,16 +384,11 @@ extension Job {
         guard case .wait(let id) = decision else {
             return decision == .rest ? .rest : .wouldDeadlock
         }
-        var timer: Task<Void, Never>?
-        if let timeout {
-            let sleep = self.sleep
-            timer = Task {
-                do { try await sleep(timeout) } catch { return }
-                self.timeOutWaiter(id)
-            }
+        let timeoutTimer = timeout.map { timeout in
+            timer.schedule(after: timeout) { self.timeOutWaiter(id) }
         }
         let timedOut = waiter.wait()
-        timer?.cancel()
+        timeoutTimer?.cancel()
         return timedOut ? .timedOut : .rest
     }
 
@@ -445,7 +440,7 @@ extension Job {
     private static func rest(_ core: inout Core) {
         core.driving = false
         core.phase = .none
-        core.delayTask = nil
+        core.delayTimer = nil
         core.cancelledWaiters.removeAll()
         if !core.waiters.isEmpty {
             core.steps.append(.wake(core.waiters))
@@ -553,24 +548,20 @@ extension Job {
             run(execution)
             return
         }
-        let sleep = self.sleep
-        let task = Task {
-            do { try await sleep(delay) } catch { return }
-            self.delayElapsed(execution)
-        }
+        let handle = timer.schedule(after: delay) { self.delayElapsed(execution) }
         let keep = core.withLock { core -> Bool in
             guard case .delaying(let attempt) = core.phase, attempt == execution.attempt else { return false }
-            core.delayTask = task
+            core.delayTimer = handle
             return true
         }
-        if !keep { task.cancel() }
+        if !keep { handle.cancel() }
     }
 
     private func delayElapsed(_ execution: Execution) {
         let proceed = core.withLock { core -> Bool in
             guard case .delaying(let attempt) = core.phase, attempt == execution.attempt else { return false }
             core.phase = .running
-            core.delayTask = nil
+            core.delayTimer = nil
             return true
         }
         if proceed { run(execution) }
