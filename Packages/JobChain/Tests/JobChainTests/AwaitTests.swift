@@ -135,18 +135,4 @@ struct AwaitTests {
         }
         #expect(thrown == TestError(name: "boom"))
     }
-
-    @Test func blockingAwaitsOnEveryCooperativeThreadDoNotStarveDelayedCommands() async {
-        // Each task blocks its cooperative thread in `await(_:)`: the delays (default clock)
-        // must not need one of those threads to fire.
-        let results = await withTaskGroup(of: Bool.self) { group in
-            for _ in 0..<8 {
-                group.addTask { Job.doingInBackground(delay: 0.01) {}.await(30) }
-            }
-            var results: [Bool] = []
-            for await result in group { results.append(result) }
-            return results
-        }
-        #expect(results == Array(repeating: true, count: 8))
-    }
 }
