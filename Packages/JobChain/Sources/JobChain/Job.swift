@@ -1,5 +1,6 @@
 import Dispatch
 public import Foundation
+import Synchronization
 
 /// A chain of commands that run one after another, each on the queue it names.
 ///
@@ -100,8 +101,6 @@ open class Job: @unchecked Sendable {
     struct Core: Sendable {
         /// The state decisions are based on.
         var state: State
-        /// The state readers see; it follows `state` in callback order.
-        var published: State
         var commands = CommandList()
         var mainPending = 0
         /// A command is running or waiting for its delay: the job is not at rest.
@@ -118,6 +117,8 @@ open class Job: @unchecked Sendable {
     }
 
     let core: Locked<Core>
+    /// The state readers see (``State/code``); it follows `core.state` in callback order.
+    private let published: Atomic<UInt8>
     private let timer: JobTimer
 
     /// Creates a job.
@@ -129,15 +130,14 @@ open class Job: @unchecked Sendable {
     ///     Tests pass a manual clock.
     public init(mode: Mode = .auto, clock: some Clock<Duration> = ContinuousClock()) {
         let initial: State = mode == .auto ? .paused : .stopped
-        self.core = Locked(Core(state: initial, published: initial))
+        self.core = Locked(Core(state: initial))
+        self.published = Atomic(initial.code)
         self.timer = JobTimer(clock: clock)
     }
 
     deinit {
-        core.withLock { core in
-            core.state = .ejected
-            core.published = .ejected
-        }
+        core.withLock { $0.state = .ejected }
+        published.store(State.ejected.code, ordering: .releasing)
         willEject()
     }
 
@@ -145,7 +145,7 @@ open class Job: @unchecked Sendable {
 
     /// The job's current lifecycle state.
     public var state: State {
-        core.withLock { $0.published }
+        State(code: published.load(ordering: .acquiring))
     }
 
     /// The error of the command that stopped the job, or `nil`.
@@ -502,7 +502,7 @@ extension Job {
                 case .callback(let callback):
                     call(callback)
                 case .publish(let state):
-                    core.withLock { $0.published = state }
+                    published.store(state.code, ordering: .releasing)
                 case .wake(let waiters):
                     for waiter in waiters { waiter.resume(false) }
                 case .execute(let execution):
@@ -682,5 +682,30 @@ final class BlockingWaiter: Sendable {
     func wait() -> Bool {
         semaphore.wait()
         return timedOut.withLock { $0 }
+    }
+}
+
+extension Job.State {
+    /// A compact form for the atomic that publishes the state.
+    var code: UInt8 {
+        switch self {
+        case .ejected: 0
+        case .paused: 1
+        case .stopped: 2
+        case .started: 3
+        case .finished: 4
+        case .interrupted: 5
+        }
+    }
+
+    init(code: UInt8) {
+        switch code {
+        case 1: self = .paused
+        case 2: self = .stopped
+        case 3: self = .started
+        case 4: self = .finished
+        case 5: self = .interrupted
+        default: self = .ejected
+        }
     }
 }
