@@ -1,7 +1,7 @@
-import DequeModule
-import Dispatch
+public import DequeModule
+public import Dispatch
 public import Logging
-import Synchronization
+public import Synchronization
 
 /// A first-in, first-out queue of typed jobs that persists them, hands them to a processor
 /// one after another, retries the ones that fail as its strategy says, and tells observers
@@ -29,8 +29,8 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
     /// The queue's name, as given to the initializer.
     public let name: String
 
-    private let executor: DispatchQueue
-    private let core: Mutex<Core>
+    @usableFromInline let executor: DispatchQueue
+    @usableFromInline let core: Mutex<Core>
 
     /// Creates an empty, in-memory queue that is stopped and has no processor.
     ///
@@ -163,6 +163,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
     /// queued anyway and the error is logged and kept in ``lastPersistenceError``. Adding an
     /// empty array does nothing. Observers hear ``JobQueueEvent/added``.
     /// - Parameter jobs: The jobs to add.
+    @inlinable
     public func add(_ jobs: [Job]) {
         guard !jobs.isEmpty else { return }
         if let persister = core.withLock({ $0.persister }) {
@@ -294,6 +295,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
     /// Does nothing when the queue is already started. The state becomes
     /// ``JobQueueState/listening`` when there is nothing to do, ``JobQueueState/processing``
     /// while jobs are with the processor.
+    @inlinable
     public func start() {
         let wake = core.withLock { core -> Bool in
             switch core.state {
@@ -356,7 +358,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
         return stream
     }
 
-    private func observe(_ observer: JobQueueObserver<Job>) -> JobQueueNotificationToken<Job> {
+    @usableFromInline func observe(_ observer: JobQueueObserver<Job>) -> JobQueueNotificationToken<Job> {
         let id = core.withLock { core -> UInt64 in
             core.nextObserverID += 1
             core.observers.append((core.nextObserverID, observer))
@@ -373,7 +375,8 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
     /// to do: handles failures, delivers events, starts jobs. Each step decides under the lock
     /// and acts outside it; a processor that completes synchronously is driven in this loop
     /// with no hop per job.
-    private func pump() {
+    @inlinable
+    func pump() {
         while true {
             let step = core.withLock { core -> Step in core.nextStep() }
             switch step {
@@ -408,7 +411,8 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
         }
     }
 
-    private func finish(ticket: UInt64, error: (any Error)?) {
+    @inlinable
+    func finish(ticket: UInt64, error: (any Error)?) {
         let outcome = core.withLock { core -> FinishOutcome in
             guard let index = core.inFlight.firstIndex(where: { $0.ticket == ticket }),
                   !core.inFlight[index].failed
@@ -439,7 +443,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
         }
     }
 
-    private func handle(
+    @usableFromInline func handle(
         _ failure: Failure,
         strategy: (any JobRetryStrategy)?,
         persister: AnyJobPersister<Job>?,
@@ -472,11 +476,12 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
 
     // MARK: - Helpers
 
-    private func schedulePump() {
+    @inlinable
+    func schedulePump() {
         executor.async { self.pump() }
     }
 
-    private func setAndWake(_ change: (inout Core) -> Void) {
+    @usableFromInline func setAndWake(_ change: (inout Core) -> Void) {
         let wake = core.withLock { core -> Bool in
             change(&core)
             core.normalize()
@@ -485,7 +490,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
         if wake { schedulePump() }
     }
 
-    private func delete(_ jobs: [Job], from persister: AnyJobPersister<Job>?, _ what: @autoclosure () -> String) {
+    @usableFromInline func delete(_ jobs: [Job], from persister: AnyJobPersister<Job>?, _ what: @autoclosure () -> String) {
         guard let persister else { return }
         for job in jobs {
             do {
@@ -497,7 +502,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
         }
     }
 
-    private func persistenceFailed(_ error: any Error, _ what: String) {
+    @usableFromInline func persistenceFailed(_ error: any Error, _ what: String) {
         let queueError = QueueError(
             code: .persistenceFailed,
             message: "Queue '\(name)' could not \(what). Check the persister's storage; the in-memory queue carries on.",
@@ -511,7 +516,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
         logger.error("\(queueError.message)", metadata: ["queue": "\(name)", "error": "\(error)"])
     }
 
-    private static var silentLogger: Logger {
+    @usableFromInline static var silentLogger: Logger {
         Logger(label: "QueueKit.JobQueue", factory: { _ in SwiftLogNoOpLogHandler() })
     }
 }
@@ -519,79 +524,95 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
 // MARK: - State
 
 extension JobQueue {
-    private struct InFlight {
-        let ticket: UInt64
-        let job: Job
-        var failed = false
-        var awaitingStrategy = false
-        var requeued = false
+    @usableFromInline struct InFlight: Sendable {
+        @usableFromInline let ticket: UInt64
+        @usableFromInline let job: Job
+        @usableFromInline var failed = false
+        @usableFromInline var awaitingStrategy = false
+        @usableFromInline var requeued = false
+
+        @usableFromInline init(ticket: UInt64, job: Job) {
+            self.ticket = ticket
+            self.job = job
+        }
     }
 
-    private struct Failure {
-        let ticket: UInt64
-        let job: Job
-        let error: any Error
+    @usableFromInline struct Failure {
+        @usableFromInline let ticket: UInt64
+        @usableFromInline let job: Job
+        @usableFromInline let error: any Error
+
+        @usableFromInline init(ticket: UInt64, job: Job, error: any Error) {
+            self.ticket = ticket
+            self.job = job
+            self.error = error
+        }
     }
 
-    private struct PendingEvent {
-        let event: JobQueueEvent
-        let jobs: [Job]
+    @usableFromInline struct PendingEvent: Sendable {
+        @usableFromInline let event: JobQueueEvent
+        @usableFromInline let jobs: [Job]
+
+        @usableFromInline init(event: JobQueueEvent, jobs: [Job]) {
+            self.event = event
+            self.jobs = jobs
+        }
     }
 
-    private enum FinishOutcome { case wake, done, unknown }
+    @usableFromInline enum FinishOutcome: Sendable { case wake, done, unknown }
 
-    private enum Step {
+    @usableFromInline enum Step {
         case idle
         case deliver([PendingEvent], [JobQueueObserver<Job>])
         case start(Job, UInt64, AnyJobProcessor<Job>, AnyJobPersister<Job>?)
         case failure(Failure, (any JobRetryStrategy)?, AnyJobPersister<Job>?, Logger)
     }
 
-    private struct Core {
-        var jobs: Deque<Job>
-        var state: JobQueueState = .stopped
-        var processor: AnyJobProcessor<Job>?
-        var persister: AnyJobPersister<Job>?
-        var retryStrategy: (any JobRetryStrategy)?
-        var maxConcurrentJobs = 1
-        var logger: Logger
-        var inFlight: [InFlight] = []
-        var nextTicket: UInt64 = 0
-        var pumpScheduled = false
-        var failures: Deque<Failure> = []
-        var events: [PendingEvent] = []
-        var observers: [(id: UInt64, observer: JobQueueObserver<Job>)] = []
-        var nextObserverID: UInt64 = 0
-        var failureCounts: [String: Int] = [:]
-        var lastPersistenceError: QueueError?
-        var persistenceErrorCount = 0
+    @usableFromInline struct Core {
+        @usableFromInline var jobs: Deque<Job>
+        @usableFromInline var state: JobQueueState = .stopped
+        @usableFromInline var processor: AnyJobProcessor<Job>?
+        @usableFromInline var persister: AnyJobPersister<Job>?
+        @usableFromInline var retryStrategy: (any JobRetryStrategy)?
+        @usableFromInline var maxConcurrentJobs = 1
+        @usableFromInline var logger: Logger
+        @usableFromInline var inFlight: [InFlight] = []
+        @usableFromInline var nextTicket: UInt64 = 0
+        @usableFromInline var pumpScheduled = false
+        @usableFromInline var failures: Deque<Failure> = []
+        @usableFromInline var events: [PendingEvent] = []
+        @usableFromInline var observers: [(id: UInt64, observer: JobQueueObserver<Job>)] = []
+        @usableFromInline var nextObserverID: UInt64 = 0
+        @usableFromInline var failureCounts: [String: Int] = [:]
+        @usableFromInline var lastPersistenceError: QueueError?
+        @usableFromInline var persistenceErrorCount = 0
 
-        init(jobs: Deque<Job>, persister: AnyJobPersister<Job>?, logger: Logger) {
+        @usableFromInline init(jobs: Deque<Job>, persister: AnyJobPersister<Job>?, logger: Logger) {
             self.jobs = jobs
             self.persister = persister
             self.logger = logger
         }
 
-        var isStarted: Bool {
+        @inlinable var isStarted: Bool {
             switch state {
             case .starting, .listening, .processing: true
             case .stopping, .stopped: false
             }
         }
 
-        var canStartJob: Bool {
+        @inlinable var canStartJob: Bool {
             isStarted && processor != nil && !jobs.isEmpty && inFlight.count < maxConcurrentJobs
         }
 
         /// Queues an event for the observers, if there are any.
-        mutating func record(_ event: JobQueueEvent, _ jobs: [Job]) {
+        @inlinable mutating func record(_ event: JobQueueEvent, _ jobs: [Job]) {
             if !observers.isEmpty {
                 events.append(PendingEvent(event: event, jobs: jobs))
             }
         }
 
         /// Brings `state` in line with what is queued and in flight.
-        mutating func normalize() {
+        @inlinable mutating func normalize() {
             switch state {
             case .starting, .listening, .processing:
                 if !inFlight.isEmpty {
@@ -608,7 +629,7 @@ extension JobQueue {
 
         /// Returns `true` when the caller must schedule the pump: there is work and no pump
         /// is scheduled or running.
-        mutating func claimPump() -> Bool {
+        @inlinable mutating func claimPump() -> Bool {
             guard !pumpScheduled else { return false }
             if !failures.isEmpty || (!events.isEmpty && !observers.isEmpty) || canStartJob {
                 pumpScheduled = true
@@ -617,7 +638,7 @@ extension JobQueue {
             return false
         }
 
-        mutating func nextStep() -> Step {
+        @inlinable mutating func nextStep() -> Step {
             if let failure = failures.popFirst() {
                 failureCounts[failure.job.id, default: 0] += 1
                 if retryStrategy != nil, let index = inFlight.firstIndex(where: { $0.ticket == failure.ticket }) {
@@ -648,3 +669,14 @@ extension JobQueue {
         }
     }
 }
+
+// The pump's internals carry the processor's error (`any Error`), so they are not Sendable;
+// they only ever live inside the queue's `Mutex` or on the pump's own stack.
+@available(*, unavailable)
+extension JobQueue.Failure: Sendable {}
+
+@available(*, unavailable)
+extension JobQueue.Step: Sendable {}
+
+@available(*, unavailable)
+extension JobQueue.Core: Sendable {}

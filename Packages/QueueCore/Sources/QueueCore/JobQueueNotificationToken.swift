@@ -1,4 +1,4 @@
-import Synchronization
+public import Synchronization
 
 /// Keeps one observer of a ``JobQueue`` registered; release it (or call ``invalidate()``) and
 /// the observer hears nothing more.
@@ -30,11 +30,12 @@ public final class JobQueueNotificationToken<Job: QueueJob>: Sendable {
 }
 
 /// One registered observer: its block and whether its token is still alive.
+@usableFromInline
 final class JobQueueObserver<Job: QueueJob>: Sendable {
-    let block: @Sendable (JobQueue<Job>, [Job], JobQueueEvent) -> Void
+    @usableFromInline let block: @Sendable (JobQueue<Job>, [Job], JobQueueEvent) -> Void
     /// Called when the queue is deinitialized (ends an `events` stream).
-    let queueDidEnd: (@Sendable () -> Void)?
-    let active = Atomic<Bool>(true)
+    @usableFromInline let queueDidEnd: (@Sendable () -> Void)?
+    @usableFromInline let active = Atomic<Bool>(true)
 
     init(
         block: @escaping @Sendable (JobQueue<Job>, [Job], JobQueueEvent) -> Void,
