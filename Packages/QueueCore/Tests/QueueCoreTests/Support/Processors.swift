@@ -58,3 +58,17 @@ final class CallbackProcessor: JobProcessor, Sendable {
         completion(job, nil)
     }
 }
+
+/// The README's processor: does its work, then completes.
+final class ReadmeUploader: JobProcessor, Sendable {
+    private let upload: @Sendable (CuteJob) -> Void
+
+    init(upload: @escaping @Sendable (CuteJob) -> Void) {
+        self.upload = upload
+    }
+
+    func processJob(_ job: CuteJob, completion: @escaping @Sendable (CuteJob, (any Error)?) -> Void) {
+        upload(job)                  // your work; call `completion(job, error)` when it fails
+        completion(job, nil)
+    }
+}
