@@ -31,6 +31,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
 
     @usableFromInline let executor: DispatchQueue
     @usableFromInline let core: Mutex<Core>
+    @usableFromInline let metrics: JobQueueMetrics
 
     /// Creates an empty, in-memory queue that is stopped and has no processor.
     ///
@@ -40,6 +41,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
     public init(handling: Job.Type, name: String) {
         self.name = name
         self.executor = DispatchQueue(label: "QueueKit.JobQueue.\(name)")
+        self.metrics = JobQueueMetrics(queueName: name)
         self.core = Mutex(Core(jobs: [], persister: nil, logger: Self.silentLogger))
     }
 
@@ -66,6 +68,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
         }
         self.name = name
         self.executor = DispatchQueue(label: "QueueKit.JobQueue.\(name)")
+        self.metrics = JobQueueMetrics(queueName: name)
         self.core = Mutex(Core(jobs: Deque(loaded), persister: erased, logger: Self.silentLogger))
     }
 
@@ -173,6 +176,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
                 persistenceFailed(error, "persist \(jobs.count) added job(s); they are queued in memory only")
             }
         }
+        metrics.didAdd(jobs.count)
         let wake = core.withLock { core -> Bool in
             core.jobs.append(contentsOf: jobs)
             core.record(.added, jobs)
@@ -430,6 +434,9 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
             }
             return core.claimPump() ? .wake : .done
         }
+        if error == nil, outcome != .unknown {
+            metrics.didProcess()
+        }
         switch outcome {
         case .wake:
             schedulePump()
@@ -450,6 +457,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
         logger: Logger
     ) {
         let job = failure.job
+        metrics.didFail()
         if let strategy {
             strategy.retry(job: job, failedOnQueue: self)
         }
@@ -463,6 +471,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
             return entry.requeued
         }
         if !requeued {
+            metrics.didDrop()
             logger.warning(
                 "Job failed and is dropped.",
                 metadata: [
