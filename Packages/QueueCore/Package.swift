@@ -29,6 +29,7 @@ let package = Package(
                 "QueueCore",
                 .product(name: "AsyncPrimitivesTesting", package: "AsyncPrimitives"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]
         ),
     ],

@@ -417,6 +417,10 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
 
     @inlinable
     func finish(ticket: UInt64, error: (any Error)?) {
+        // Counted before the event is recorded, so that whoever hears `.processed` sees the count.
+        if error == nil {
+            metrics.didProcess()
+        }
         let outcome = core.withLock { core -> FinishOutcome in
             guard let index = core.inFlight.firstIndex(where: { $0.ticket == ticket }),
                   !core.inFlight[index].failed
@@ -433,9 +437,6 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
                 core.normalize()
             }
             return core.claimPump() ? .wake : .done
-        }
-        if error == nil, outcome != .unknown {
-            metrics.didProcess()
         }
         switch outcome {
         case .wake:

@@ -15,6 +15,7 @@ public enum JobQueueEvent: Sendable, Hashable, CustomStringConvertible {
     /// what happens to them when observers hear of it.
     case failedToProcess
 
+    /// The case's name, as written in Swift (`"failedToProcess"`).
     public var description: String {
         switch self {
         case .added: "added"
@@ -57,6 +58,7 @@ public enum JobQueueState: Sendable, Hashable, CustomStringConvertible {
     /// Not handing out jobs. A new queue starts here.
     case stopped
 
+    /// The case's name, as written in Swift (`"listening"`).
     public var description: String {
         switch self {
         case .starting: "starting"
