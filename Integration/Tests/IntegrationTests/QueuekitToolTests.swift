@@ -71,7 +71,9 @@ struct QueuekitToolTests {
 
     @Test func demoStoppedWithCtrlCResumesWhereItLeftOffAndFinishesTheWorkload() async throws {
         let folder = try TemporaryDirectory()
-        let args = ["demo", "--actions", "3000", "--users", "20", "--work-ms", "2", "--backoff-ms", "1", "--max-backoff-ms", "2",
+        // 30 uploads of 100 ms per queue: at least 3 s of work, so SIGINT always lands mid-run,
+        // however loaded the machine is.
+        let args = ["demo", "--actions", "600", "--users", "20", "--work-ms", "100", "--backoff-ms", "1", "--max-backoff-ms", "2",
                     "--database", "sqlite:\(folder.path("demo.sqlite"))"]
         let running = try RunningTool(args, in: folder.url)
         await running.output(containing: "demo   0%")
@@ -84,11 +86,11 @@ struct QueuekitToolTests {
 
         let second = try await QueuekitBinary.run(args, in: folder.url)
         #expect(second.status == 0, "\(second.stderr)")
-        #expect(second.stdout.contains("resuming: 3,000 of 3,000 uploads were enqueued by an earlier run"))
+        #expect(second.stdout.contains("resuming: 600 of 600 uploads were enqueued by an earlier run"))
         #expect(second.stdout.contains("status            complete"))
         let uploaded = try #require(Self.value(of: "uploaded", in: second.stdout))
         let dead = try #require(Self.value(of: "dead-lettered", in: second.stdout))
-        #expect(uploaded + dead == 3000)
+        #expect(uploaded + dead == 600)
         #expect(second.stdout.contains("this run          \(queuedAfterFirst.formatted(.number.grouping(.automatic).locale(Locale(identifier: "en_US")))) handled"))
     }
 
