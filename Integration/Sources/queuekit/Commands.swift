@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import ObjectDataSource
-import QueueRetry
 import TaskBroker
 
 /// `queuekit enqueue`: store uploads on one user's queue.
@@ -59,35 +58,12 @@ struct Work: AsyncParsableCommand {
 
     @OptionGroup var options: DatabaseOptions
 
-    @Option(help: "Attempts before an upload is dead-lettered.")
-    var maxAttempts = 5
-
-    @Option(help: "Milliseconds before the first retry; doubles each time, up to --max-backoff-ms.")
-    var backoffMs = 20
-
-    @Option(help: "Longest delay between retries, in milliseconds.")
-    var maxBackoffMs = 500
-
-    @Option(help: "Milliseconds an average simulated upload takes.")
-    var workMs = 2.0
-
-    @Option(help: "How many user queues upload at the same time.")
-    var concurrency = 16
-
-    func validate() throws {
-        guard maxAttempts >= 1, concurrency >= 1, backoffMs >= 0, maxBackoffMs >= 0, workMs >= 0 else {
-            throw ValidationError("--max-attempts and --concurrency must be at least 1, and times cannot be negative.")
-        }
-    }
+    @OptionGroup var work: WorkOptions
 
     func run() async throws {
         let store = try await options.open(create: false)
-        let settings = HandlerSettings(
-            maxAttempts: maxAttempts,
-            backoff: .init(initial: .milliseconds(backoffMs), maximum: .milliseconds(max(backoffMs, maxBackoffMs))),
-            averageWork: .microseconds(Int64(workMs * 1000))
-        )
-        let report = try await Runner.run(store: store, settings: settings, concurrency: concurrency, title: "work")
+        let settings = work.settings(maxAttempts: work.maxAttempts)
+        let report = try await Runner.run(store: store, settings: settings, concurrency: work.concurrency, title: "work")
         let c = report.counts
         say("handled \(c.handled): \(c.uploaded) uploaded, \(c.deadLettered) dead-lettered, \(c.retries) retries"
             + (report.interrupted ? " (interrupted; run again to continue)" : ""))

@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import QueueRetry
 import TaskBroker
 
 /// `queuekit demo`: enqueue a realistic workload and run it to the end, resumably.
@@ -30,27 +29,14 @@ struct Demo: AsyncParsableCommand {
     @Option(help: "Share of uploads that always fail and end in a dead-letter queue.")
     var permanentRate = 0.002
 
-    @Option(help: "Attempts before an upload is dead-lettered.")
-    var maxAttempts = 5
-
-    @Option(help: "Milliseconds before the first retry; doubles each time, up to --max-backoff-ms.")
-    var backoffMs = 20
-
-    @Option(help: "Longest delay between retries, in milliseconds.")
-    var maxBackoffMs = 500
-
-    @Option(help: "Milliseconds an average simulated upload takes.")
-    var workMs = 2.0
-
-    @Option(help: "How many user queues upload at the same time.")
-    var concurrency = 16
+    @OptionGroup var work: WorkOptions
 
     @Flag(help: "Delete the database file first and start a new workload.")
     var fresh = false
 
     func validate() throws {
-        guard actions >= 0, users >= 1, maxAttempts >= 1, concurrency >= 1, backoffMs >= 0, maxBackoffMs >= 0, workMs >= 0 else {
-            throw ValidationError("--actions, --users, --max-attempts, --concurrency and the times must be positive.")
+        guard actions >= 0, users >= 1 else {
+            throw ValidationError("--actions cannot be negative and --users must be at least 1.")
         }
         guard (0...1).contains(transientRate), (0...1).contains(permanentRate) else {
             throw ValidationError("--transient-rate and --permanent-rate are shares between 0 and 1.")
@@ -67,7 +53,7 @@ struct Demo: AsyncParsableCommand {
         let store = try await options.open(create: true)
         var workload = Workload(
             seed: seed, total: actions, users: users, transientRate: transientRate,
-            permanentRate: permanentRate, maxAttempts: maxAttempts
+            permanentRate: permanentRate, maxAttempts: work.maxAttempts
         )
         var enqueued = 0
         if let ledger = try await DemoLedger.load(from: store) {
@@ -90,12 +76,8 @@ struct Demo: AsyncParsableCommand {
             say("enqueued \(grouped(workload.total - enqueued)) uploads over \(workload.users) user queues in \(String(format: "%.2f", (clock.now - start).seconds)) s (seed \(workload.seed))")
         }
         try await DemoLedger.add(1, to: "runs", in: store)
-        let settings = HandlerSettings(
-            maxAttempts: workload.maxAttempts,
-            backoff: .init(initial: .milliseconds(backoffMs), maximum: .milliseconds(max(backoffMs, maxBackoffMs))),
-            averageWork: .microseconds(Int64(workMs * 1000))
-        )
-        let report = try await Runner.run(store: store, settings: settings, concurrency: concurrency, title: "demo")
+        let settings = work.settings(maxAttempts: workload.maxAttempts)
+        let report = try await Runner.run(store: store, settings: settings, concurrency: work.concurrency, title: "demo")
         try await Summary.show(for: store, report: report, settings: settings)
         if report.interrupted {
             throw ExitCode(130)

@@ -1,0 +1,38 @@
+import ArgumentParser
+import QueueRetry
+
+/// The options of every command that runs uploads (`work`, `demo`): retries, backoff,
+/// simulated work time and how many queues run at once.
+struct WorkOptions: ParsableArguments {
+    @Option(help: "Attempts before an upload is dead-lettered.")
+    var maxAttempts = 5
+
+    @Option(help: "Milliseconds before the first retry; doubles each time, up to --max-backoff-ms.")
+    var backoffMs = 20
+
+    @Option(help: "Longest delay between retries, in milliseconds.")
+    var maxBackoffMs = 500
+
+    @Option(help: "Milliseconds an average simulated upload takes.")
+    var workMs = 2.0
+
+    @Option(help: "How many user queues upload at the same time.")
+    var concurrency = 16
+
+    func validate() throws {
+        guard maxAttempts >= 1, concurrency >= 1, backoffMs >= 0, maxBackoffMs >= 0, workMs >= 0 else {
+            throw ValidationError("--max-attempts and --concurrency must be at least 1, and times cannot be negative.")
+        }
+    }
+
+    /// The handler settings these options describe.
+    /// - Parameter maxAttempts: The attempts before dead-lettering; the demo's stored workload
+    ///   keeps the value it was created with.
+    func settings(maxAttempts: Int) -> HandlerSettings {
+        HandlerSettings(
+            maxAttempts: maxAttempts,
+            backoff: Backoff(initial: .milliseconds(backoffMs), maximum: .milliseconds(max(backoffMs, maxBackoffMs))),
+            averageWork: .microseconds(Int64(workMs * 1000))
+        )
+    }
+}
