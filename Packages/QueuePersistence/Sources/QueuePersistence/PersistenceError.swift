@@ -30,6 +30,9 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
         /// The database was written by a newer QueuePersistence whose schema this version
         /// does not know.
         public static let incompatibleSchema = Code("incompatibleSchema")
+        /// There is no database file at the path, and the caller asked to open existing files
+        /// only (``SQLiteDatabaseOptions/createsMissingFile`` is `false`).
+        public static let databaseNotFound = Code("databaseNotFound")
 
         public var description: String { name }
     }

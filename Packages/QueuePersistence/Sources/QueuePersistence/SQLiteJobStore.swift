@@ -48,27 +48,17 @@ final class SQLiteJobStore: Sendable {
 
     private init(path: String, configuration: SQLiteJobPersisterConfiguration) throws(PersistenceError) {
         self.path = path
-        var grdb = Configuration()
-        grdb.busyMode = .timeout(
-            Double(configuration.busyTimeout.components.seconds)
-                + Double(configuration.busyTimeout.components.attoseconds) / 1e18
+        let store = try SQLiteStore(
+            path: path,
+            options: SQLiteDatabaseOptions(
+                synchronous: configuration.synchronous == .full ? .full : .normal,
+                busyTimeout: configuration.busyTimeout,
+                createsDirectory: true,
+                label: "QueuePersistence"
+            ),
+            schema: Self.schema
         )
-        grdb.label = "QueuePersistence"
-        let pool: DatabasePool
-        do {
-            let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
-            try DurableFile.makeDirectory(directory)
-            pool = try DatabasePool(path: path, configuration: grdb)
-            // GRDB sets synchronous=NORMAL when it turns WAL on; set ours afterwards on the
-            // one writer connection.
-            let pragma = configuration.synchronous == .full ? "FULL" : "NORMAL"
-            try pool.writeWithoutTransaction { db in
-                try db.execute(sql: "PRAGMA synchronous = \(pragma)")
-            }
-        } catch {
-            throw Self.translate(error, path: path, action: "opened")
-        }
-        try Self.migrate(pool, path: path)
+        let pool = store.pool
         self.pool = pool
         self.writer = GroupCommitWriter(maximumBatchSize: configuration.maximumBatchSize) { operations throws(PersistenceError) in
             do {
@@ -79,12 +69,26 @@ final class SQLiteJobStore: Sendable {
                     }
                 }
             } catch {
-                throw Self.translate(error, path: path, action: "written")
+                throw Self.translate(error, path: path, action: .write)
             }
         }
     }
 
     // MARK: - Schema
+
+    /// The migrations, plus the version recorded in the meta table (a newer file is refused).
+    static var schema: SQLiteSchema {
+        SQLiteSchema(
+            owner: "QueuePersistence",
+            migrator: migrator,
+            migrationPrefix: migrationPrefix,
+            version: schemaVersion,
+            recordedVersion: { db in
+                guard try db.tableExists(metaTable) else { return nil }
+                return try Int.fetchOne(db, sql: "SELECT value FROM \(metaTable) WHERE key = 'schemaVersion'")
+            }
+        )
+    }
 
     private static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -105,37 +109,6 @@ final class SQLiteJobStore: Sendable {
             )
         }
         return migrator
-    }
-
-    /// Refuses a file written by a newer library, then applies our missing migrations.
-    private static func migrate(_ pool: DatabasePool, path: String) throws(PersistenceError) {
-        let migrator = Self.migrator
-        do {
-            let (unknown, recorded) = try pool.read { db -> ([String], Int?) in
-                let applied = try migrator.appliedIdentifiers(db)
-                let known = Set(migrator.migrations)
-                let unknown = applied.filter { $0.hasPrefix(migrationPrefix) && !known.contains($0) }.sorted()
-                var recorded: Int?
-                if try db.tableExists(metaTable) {
-                    recorded = try Int.fetchOne(db, sql: "SELECT value FROM \(metaTable) WHERE key = 'schemaVersion'")
-                }
-                return (unknown, recorded)
-            }
-            if !unknown.isEmpty || (recorded ?? 0) > schemaVersion {
-                throw PersistenceError(
-                    code: .incompatibleSchema,
-                    message: "The database was written by a newer QueuePersistence (schema version "
-                        + "\(recorded.map(String.init) ?? "?"), migrations \(unknown)); this version reads schema "
-                        + "\(schemaVersion). Upgrade QueuePersistence or use another file.",
-                    path: path
-                )
-            }
-            try migrator.migrate(pool)
-        } catch let error as PersistenceError {
-            throw error
-        } catch {
-            throw translate(error, path: path, action: "migrated")
-        }
     }
 
     // MARK: - Writing
@@ -187,38 +160,12 @@ final class SQLiteJobStore: Sendable {
         } catch let error as PersistenceError {
             throw error
         } catch {
-            throw Self.translate(error, path: path, action: "read")
+            throw Self.translate(error, path: path, action: .read)
         }
     }
 
     /// Turns a GRDB or POSIX error into a ``PersistenceError`` a user can act on.
-    static func translate(_ error: any Error, path: String, action: String) -> PersistenceError {
-        if let error = error as? PersistenceError { return error }
-        if let error = error as? DatabaseError {
-            switch error.resultCode {
-            case .SQLITE_NOTADB, .SQLITE_CORRUPT:
-                return PersistenceError(
-                    code: .corruptDatabase,
-                    message: "The file is not a SQLite database or is damaged, so it could not be \(action); "
-                        + "restore it from a backup or move it aside.",
-                    path: path,
-                    underlying: error
-                )
-            default:
-                break
-            }
-        }
-        let code: PersistenceError.Code
-        switch action {
-        case "written": code = .writeFailed
-        case "read": code = .readFailed
-        default: code = .storageUnavailable
-        }
-        return PersistenceError(
-            code: code,
-            message: "The job database could not be \(action); check the path, free space and permissions.",
-            path: path,
-            underlying: error
-        )
+    static func translate(_ error: any Error, path: String, action: SQLiteStore.Operation) -> PersistenceError {
+        SQLiteStore.translate(error, path: path, owner: "QueuePersistence", during: action)
     }
 }
