@@ -10,7 +10,6 @@ let package = Package(
     ],
     dependencies: [
         .package(path: "../AsyncPrimitives"),
-        .package(path: "../QueueCore"),
         .package(path: "../QueueRetry"),
         .package(path: "../QueuePersistence"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
@@ -21,9 +20,11 @@ let package = Package(
     targets: [
         .target(
             name: "TaskBroker",
-            // QueueCore, QueueRetry and QueuePersistence stay package dependencies (the graph in
-            // DESIGN.md) but this target needs none of their APIs: it talks to GRDB directly.
+            // QueuePersistence: the SQLite plumbing (SQLiteStore); QueueRetry: `Backoff` for timed
+            // retries. QueueCore arrives through both; nothing here uses it directly.
             dependencies: [
+                .product(name: "QueuePersistence", package: "QueuePersistence"),
+                .product(name: "QueueRetry", package: "QueueRetry"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -46,6 +47,7 @@ let package = Package(
                 "TaskBrokerTesting",
                 "TaskBrokerCrashHelper",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "QueueRetry", package: "QueueRetry"),
                 .product(name: "AsyncPrimitivesTesting", package: "AsyncPrimitives"),
             ]
         ),

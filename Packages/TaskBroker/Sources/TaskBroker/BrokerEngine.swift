@@ -628,8 +628,9 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         let handler = self.handler
         let time = self.time
         let handleDuration = self.handleDuration
+        let context = TaskContext(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.attempts + 1)
         Task { [self] in
-            let result = await handler.handle(action)
+            let result = await handler.handle(action, context: context)
             handleDuration.recordNanoseconds(max(0, (time.elapsed() - now).nanoseconds))
             let pause: TaskPause?
             switch result {

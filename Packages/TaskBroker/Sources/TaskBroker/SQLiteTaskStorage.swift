@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import QueuePersistence
 
 /// The embedded backend: one SQLite file in WAL mode, opened through GRDB.
 ///
@@ -14,38 +15,26 @@ final class SQLiteTaskStorage: TaskStorage {
         self.path = path
     }
 
+    /// Opens the file through QueuePersistence's ``SQLiteStore`` (WAL, `synchronous` on the
+    /// writer, busy timeout, migrations, refusal of newer files, clear errors for corrupt ones).
     static func open(path: String, configuration: TaskDatabase.Configuration) async throws -> SQLiteTaskStorage {
-        var config = GRDB.Configuration()
-        config.label = "TaskBroker"
-        config.busyMode = .timeout(configuration.busyTimeout)
-        let synchronous = configuration.synchronous.pragmaValue
-        config.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
-        }
-        let pool: DatabasePool
+        let options = SQLiteDatabaseOptions(
+            synchronous: configuration.synchronous.storeValue,
+            busyTimeout: Duration(timeInterval: configuration.busyTimeout),
+            createsMissingFile: configuration.createsMissingFile,
+            label: "TaskBroker"
+        )
         do {
-            pool = try DatabasePool(path: path, configuration: config)
+            let store = try SQLiteStore(path: path, options: options, schema: schema)
+            return SQLiteTaskStorage(pool: store.pool, path: path)
         } catch {
-            throw TaskBrokerError(
-                code: .storageFailed,
-                message: "Could not open the task database at \(path); check that its directory exists and is writable.",
-                underlying: error
-            )
+            throw TaskBrokerError(error)
         }
-        let migrator = Self.migrator
-        let superseded = try await run("read the schema version of \(path)") {
-            try await pool.read { db in try migrator.hasBeenSuperseded(db) }
-        }
-        if superseded {
-            throw TaskBrokerError(
-                code: .incompatibleSchema,
-                message: "The task database at \(path) was written by a newer TaskBroker; open it with that version or a newer one."
-            )
-        }
-        try await run("migrate the task database at \(path)") {
-            try migrator.migrate(pool)
-        }
-        return SQLiteTaskStorage(pool: pool, path: path)
+    }
+
+    /// TaskBroker's tables in a shared file: migrations named `taskbroker-…`.
+    static var schema: SQLiteSchema {
+        SQLiteSchema(owner: "TaskBroker", migrator: migrator, migrationPrefix: "taskbroker-", version: 1)
     }
 
     /// The schema history. Add migrations; never edit a shipped one.

@@ -1,3 +1,5 @@
+import QueuePersistence
+
 /// The one error type that TaskBroker throws.
 ///
 /// Match on ``code``; ``message`` says what happened and what to do; ``underlying`` keeps
@@ -23,6 +25,11 @@ public struct TaskBrokerError: Error, Sendable, CustomStringConvertible {
         public static let invalidName = Code("invalidName")
         /// The operation needs a backend feature this `TaskDatabase` does not have.
         public static let unsupported = Code("unsupported")
+        /// The file is not a QueueKit SQLite database, or it is corrupt.
+        public static let corruptDatabase = Code("corruptDatabase")
+        /// There is no database file at the path, and the configuration opens existing files only
+        /// (``TaskDatabase/Configuration/createsMissingFile`` is `false`).
+        public static let databaseNotFound = Code("databaseNotFound")
 
         public var description: String { name }
     }
@@ -51,5 +58,19 @@ public struct TaskBrokerError: Error, Sendable, CustomStringConvertible {
             return "\(code): \(message) (\(underlying))"
         }
         return "\(code): \(message)"
+    }
+}
+
+extension TaskBrokerError {
+    /// Translates QueuePersistence's SQLite errors; the underlying error stays GRDB's when there is one.
+    init(_ error: PersistenceError) {
+        let code: Code
+        switch error.code {
+        case .corruptDatabase: code = .corruptDatabase
+        case .databaseNotFound: code = .databaseNotFound
+        case .incompatibleSchema: code = .incompatibleSchema
+        default: code = .storageFailed
+        }
+        self.init(code: code, message: error.message, underlying: error.underlying ?? error)
     }
 }

@@ -1,5 +1,8 @@
 /// Something a ``TaskQueueBroker`` did, in the order it happened; read them from
-/// ``TaskQueueBroker/events``. Outcomes are reported after they are committed.
+/// ``TaskQueueBroker/events``. Outcomes are reported after they are committed. To receive the
+/// events of a broker from its very first action, set it up with
+/// ``TaskQueueBroker/Configuration/startsAutomatically`` `false`, subscribe, then call
+/// ``TaskQueueBroker/start()``.
 public enum TaskBrokerEvent: Sendable, Hashable {
     /// The handler was given an action; `attempt` is 1 for the first run.
     case started(queueName: String, key: String, collection: String, attempt: Int)
@@ -12,7 +15,10 @@ public enum TaskBrokerEvent: Sendable, Hashable {
     /// A stored action could not be decoded as the handler's action type; its queue is paused
     /// until restarted.
     case undecodable(queueName: String, key: String, collection: String)
-    /// A paused queue runs again (its timer fired or it was restarted).
+    /// A paused queue runs again: its retry timer fired, or it was restarted (or its paused action
+    /// was saved again). A retry with a zero timeout (`(false, 0)`, `.retry(after: .zero)`) never
+    /// pauses the queue, so it emits no `.resumed`: `.failed` is followed directly by the next
+    /// `.started` of the same action.
     case resumed(queueName: String)
     /// The broker has stopped; no further events follow.
     case stopped

@@ -1,5 +1,6 @@
 public import Foundation
 public import GRDB
+import QueuePersistence
 import Synchronization
 
 /// Where a broker's actions live: saving an action enqueues it, deleting it cancels it.
@@ -24,11 +25,11 @@ public final class TaskDatabase: Sendable {
             /// No fsync at all: for tests and throw-away data only.
             case off
 
-            var pragmaValue: String {
+            var storeValue: SQLiteDatabaseOptions.Synchronous {
                 switch self {
-                case .full: "FULL"
-                case .normal: "NORMAL"
-                case .off: "OFF"
+                case .full: .full
+                case .normal: .normal
+                case .off: .off
                 }
             }
         }
@@ -37,15 +38,22 @@ public final class TaskDatabase: Sendable {
         public var synchronous: Synchronous
         /// How long a write waits for another process's lock before failing. Defaults to 5 s.
         public var busyTimeout: TimeInterval
+        /// Whether ``TaskDatabase/sqlite(path:configuration:)`` creates a missing file (the
+        /// default). Set it to `false` to open an existing file only: a missing one fails with
+        /// ``TaskBrokerError/Code/databaseNotFound`` and nothing is created (for tools that
+        /// inspect a worker's file).
+        public var createsMissingFile: Bool
 
         /// Creates a configuration; every field has a default.
         ///
         /// - Parameters:
         ///   - synchronous: How durable a commit is.
         ///   - busyTimeout: How long a write waits for another process's lock, in seconds.
-        public init(synchronous: Synchronous = .full, busyTimeout: TimeInterval = 5) {
+        ///   - createsMissingFile: Whether a missing file is created; `false` opens existing files only.
+        public init(synchronous: Synchronous = .full, busyTimeout: TimeInterval = 5, createsMissingFile: Bool = true) {
             self.synchronous = synchronous
             self.busyTimeout = busyTimeout
+            self.createsMissingFile = createsMissingFile
         }
     }
 
@@ -67,12 +75,17 @@ public final class TaskDatabase: Sendable {
 
     /// Opens (or creates) the SQLite file at `path` in WAL mode and brings its schema up to date.
     ///
+    /// The file is opened through QueuePersistence's `SQLiteStore`, the plumbing all QueueKit
+    /// SQLite stores share.
+    ///
     /// - Parameters:
     ///   - path: The database file; its directory must exist.
-    ///   - configuration: Durability and locking tunables.
+    ///   - configuration: Durability, locking and creation tunables.
     /// - Returns: The database.
-    /// - Throws: ``TaskBrokerError`` with code `.storageFailed` when the file cannot be opened or
-    ///   migrated, `.incompatibleSchema` when a newer TaskBroker wrote it.
+    /// - Throws: ``TaskBrokerError`` with code `.databaseNotFound` when the file is missing and
+    ///   `configuration.createsMissingFile` is `false`, `.corruptDatabase` when the file is not a
+    ///   QueueKit SQLite database or is corrupt, `.incompatibleSchema` when a newer TaskBroker wrote
+    ///   it, `.storageFailed` when it cannot be opened or migrated otherwise (a missing folder, permissions).
     public static func sqlite(path: String, configuration: Configuration = .init()) async throws -> TaskDatabase {
         TaskDatabase(storage: try await SQLiteTaskStorage.open(path: path, configuration: configuration))
     }

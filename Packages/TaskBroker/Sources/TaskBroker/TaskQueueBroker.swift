@@ -1,6 +1,7 @@
 public import Foundation
 public import Logging
 public import ServiceLifecycle
+import Synchronization
 
 /// Runs the actions of the queues it claims with one handler: each queue one action at a time,
 /// head first; different queues side by side.
@@ -35,6 +36,10 @@ public final class TaskQueueBroker: Service, Sendable {
         /// Reads the wall clock once, when the broker starts, to relate stored retry dates to the
         /// injected clock. Inject a fixed date in tests.
         public var wallClock: @Sendable () -> Date
+        /// Whether `setup` starts the broker (the default). With `false`, `setup` claims the queues
+        /// and listens for saves but runs nothing until ``TaskQueueBroker/start()``: subscribe to
+        /// ``TaskQueueBroker/events`` in between to receive every event from the first one.
+        public var startsAutomatically: Bool
 
         /// Creates a configuration.
         ///
@@ -44,18 +49,21 @@ public final class TaskQueueBroker: Service, Sendable {
         ///   - leaseDuration: How long a queue claim lasts on a shared backend.
         ///   - logger: Where the broker logs.
         ///   - wallClock: The wall clock, read once at start.
+        ///   - startsAutomatically: Whether `setup` starts the broker; `false` waits for ``TaskQueueBroker/start()``.
         public init(
             maxConcurrentQueues: Int = 16,
             shutdownTimeout: Duration = .seconds(30),
             leaseDuration: Duration = .seconds(60),
             logger: Logger = Logger(label: "TaskBroker", factory: { _ in SwiftLogNoOpLogHandler() }),
-            wallClock: @escaping @Sendable () -> Date = { Date() }
+            wallClock: @escaping @Sendable () -> Date = { Date() },
+            startsAutomatically: Bool = true
         ) {
             self.maxConcurrentQueues = max(1, maxConcurrentQueues)
             self.shutdownTimeout = shutdownTimeout
             self.leaseDuration = leaseDuration
             self.logger = logger
             self.wallClock = wallClock
+            self.startsAutomatically = startsAutomatically
         }
     }
 
@@ -68,10 +76,11 @@ public final class TaskQueueBroker: Service, Sendable {
     private let listenerID: UInt64
     private let shutdownTimeout: Duration
     private let sleep: @Sendable (Duration) async throws -> Void
+    private let starter: Starter
 
     private init(
         name: String, database: TaskDatabase, engine: any BrokerEngineProtocol, brokerID: UInt64, listenerID: UInt64,
-        shutdownTimeout: Duration, sleep: @escaping @Sendable (Duration) async throws -> Void
+        shutdownTimeout: Duration, sleep: @escaping @Sendable (Duration) async throws -> Void, starter: Starter
     ) {
         self.name = name
         self.database = database
@@ -80,6 +89,7 @@ public final class TaskQueueBroker: Service, Sendable {
         self.listenerID = listenerID
         self.shutdownTimeout = shutdownTimeout
         self.sleep = sleep
+        self.starter = starter
     }
 
     /// Sets up and starts a broker that claims every queue whose name starts with `name`
@@ -158,14 +168,33 @@ public final class TaskQueueBroker: Service, Sendable {
         let listenerID = database.notifier.add { [mailbox = engine.mailbox] changes in
             mailbox.post(.changes(changes))
         }
-        Task {
-            await engine.run(initialQueues: mine)
+        let starter = Starter {
+            Task {
+                await engine.run(initialQueues: mine)
+            }
+        }
+        if configuration.startsAutomatically {
+            starter.start()
         }
         configuration.logger.debug("broker \(name) set up with \(mine.count) stored queue(s)")
         return TaskQueueBroker(
             name: name, database: database, engine: engine, brokerID: brokerID, listenerID: listenerID,
-            shutdownTimeout: configuration.shutdownTimeout, sleep: time.sleep
+            shutdownTimeout: configuration.shutdownTimeout, sleep: time.sleep, starter: starter
         )
+    }
+
+    /// Starts a broker set up with ``Configuration/startsAutomatically`` `false`: stored actions
+    /// start, and so do those saved since `setup` (they were not lost, only held). Calling it
+    /// again, or on a broker that started at `setup`, does nothing.
+    ///
+    /// ```swift
+    /// let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: handler,
+    ///                                              configuration: .init(startsAutomatically: false))
+    /// let events = broker.events      // sees everything, from the first `.started`
+    /// broker.start()
+    /// ```
+    public func start() {
+        starter.start()
     }
 
     /// The name of a queue this broker claims: `name + "-" + suffix`.
@@ -187,6 +216,9 @@ public final class TaskQueueBroker: Service, Sendable {
 
     /// What the broker does, as it happens. Each access returns a new stream that receives the
     /// events from then on; it finishes after ``TaskBrokerEvent/stopped``.
+    ///
+    /// A broker started by `setup` may already have run actions when this is first read; to miss
+    /// nothing, set ``Configuration/startsAutomatically`` to `false`, subscribe, then call ``start()``.
     public var events: AsyncStream<TaskBrokerEvent> {
         engine.events.stream()
     }
@@ -211,7 +243,9 @@ public final class TaskQueueBroker: Service, Sendable {
     /// `shutdownTimeout`. Their outcomes are stored; an action whose handler has not finished by
     /// then stays stored and runs again at the next start. Calling it again does nothing.
     public func shutdown() async {
+        // A broker that never started starts only to stop at once (it runs nothing new).
         engine.stop(abandon: false)
+        starter.start()
         let timeout = shutdownTimeout
         let sleep = self.sleep
         let engine = self.engine
@@ -228,11 +262,13 @@ public final class TaskQueueBroker: Service, Sendable {
     }
 
     /// Runs until the service group shuts down gracefully (SIGTERM) or the task is cancelled,
-    /// then calls ``shutdown()``. The broker already runs from `setup`; `run()` ties its life to
-    /// a `ServiceGroup`.
+    /// then calls ``shutdown()``. The broker already runs from `setup` (or starts here if it was
+    /// set up with ``Configuration/startsAutomatically`` `false`); `run()` ties its life to a
+    /// `ServiceGroup`.
     ///
     /// - Throws: Nothing today; `throws` for `Service`.
     public func run() async throws {
+        start()
         await withTaskCancellationHandler {
             await withGracefulShutdownHandler {
                 await engine.finished.wait()
@@ -242,5 +278,22 @@ public final class TaskQueueBroker: Service, Sendable {
         } onCancel: {
             Task { await self.shutdown() }
         }
+    }
+}
+
+/// Runs a start closure once.
+final class Starter: Sendable {
+    private let pending: Mutex<(@Sendable () -> Void)?>
+
+    init(_ start: @escaping @Sendable () -> Void) {
+        pending = Mutex(start)
+    }
+
+    func start() {
+        let start = pending.withLock { pending in
+            defer { pending = nil }
+            return pending
+        }
+        start?()
     }
 }

@@ -1,4 +1,5 @@
 public import Foundation
+public import QueueRetry
 import Synchronization
 
 /// What a handler reports about one action.
@@ -35,13 +36,18 @@ public enum TaskResult: Sendable, Hashable {
 
 /// Handles the actions of the queues its broker claims, one action per queue at a time.
 ///
-/// Implement either the seed's callback form ``handleNextItem(_:completion:)`` or the
-/// `async` form ``handle(_:)``: each has a default that calls the other. (Implementing
-/// neither recurses forever.)
+/// Implement one of: the seed's callback form ``handleNextItem(_:completion:)``, the `async`
+/// form ``handle(_:)``, or ``handle(_:context:)``, which also tells which attempt this is. The
+/// broker calls ``handle(_:context:)``; its default calls ``handle(_:)``, whose default calls
+/// ``handleNextItem(_:completion:)``, whose default calls ``handle(_:)``. (Implementing none
+/// recurses forever.)
 ///
 /// ```swift
 /// final class MessageHandler: TaskQueueHandler {
-///     func handle(_ action: MessageSendAction) async -> TaskResult { .success }
+///     func handle(_ action: MessageSendAction, context: TaskContext) async -> TaskResult {
+///         do { try await send(action); return .success }
+///         catch { return context.retry(with: Backoff(initial: .seconds(1), maximum: .seconds(300))) }
+///     }
 /// }
 /// ```
 public protocol TaskQueueHandler<Action>: AnyObject, Sendable {
@@ -65,9 +71,27 @@ public protocol TaskQueueHandler<Action>: AnyObject, Sendable {
     /// - Parameter action: The head of one of the broker's queues.
     /// - Returns: What the broker does next with the action and its queue.
     func handle(_ action: Action) async -> TaskResult
+
+    /// Handles one action, knowing which attempt it is. This is what the broker calls.
+    ///
+    /// - Parameters:
+    ///   - action: The head of one of the broker's queues.
+    ///   - context: The action's queue, identity and attempt number (1 for the first run).
+    /// - Returns: What the broker does next with the action and its queue.
+    func handle(_ action: Action, context: TaskContext) async -> TaskResult
 }
 
 extension TaskQueueHandler {
+    /// Calls ``handle(_:)``: a handler that does not need the context implements one of the other forms.
+    ///
+    /// - Parameters:
+    ///   - action: The head of one of the broker's queues.
+    ///   - context: Ignored.
+    /// - Returns: What ``handle(_:)`` returns.
+    public func handle(_ action: Action, context: TaskContext) async -> TaskResult {
+        await handle(action)
+    }
+
     /// Runs ``handle(_:)`` in a new task and reports its result through `completion`.
     ///
     /// - Parameters:
@@ -103,6 +127,67 @@ extension TaskQueueHandler {
                 }
             }
         }
+    }
+}
+
+extension TaskResult {
+    /// A retry after the delay that `backoff` gives for the `attempt`-th failure: with the
+    /// default backoff, 1 s after the first attempt failed, then 2, 4, 8 … s, capped at its maximum.
+    ///
+    /// - Parameters:
+    ///   - backoff: QueueRetry's exponential backoff.
+    ///   - attempt: The attempt that failed (``TaskContext/attempt``; 1 for the first run).
+    /// - Returns: `.retry(after: backoff.delay(afterFailures: attempt))`.
+    public static func retry(backoff: Backoff, attempt: Int) -> TaskResult {
+        .retry(after: backoff.delay(afterFailures: attempt))
+    }
+}
+
+/// What a handler knows about the action it runs, passed to ``TaskQueueHandler/handle(_:context:)``.
+public struct TaskContext: Sendable, Hashable {
+    /// The queue the action belongs to.
+    public var queueName: String
+    /// The action's key.
+    public var key: String
+    /// The action's collection.
+    public var collection: String
+    /// Which run this is: 1 for the first, 2 after one failure, and so on. Failures are stored, so
+    /// the count carries across restarts; saving the action again (replacing it) starts it at 1.
+    public var attempt: Int
+
+    /// How many times the action has failed before this run (`attempt - 1`).
+    public var previousFailures: Int { attempt - 1 }
+
+    /// Creates a context (the broker creates them; tests of a handler may too).
+    ///
+    /// - Parameters:
+    ///   - queueName: The action's queue.
+    ///   - key: The action's key.
+    ///   - collection: The action's collection.
+    ///   - attempt: Which run this is, 1 for the first.
+    public init(queueName: String, key: String, collection: String, attempt: Int) {
+        self.queueName = queueName
+        self.key = key
+        self.collection = collection
+        self.attempt = attempt
+    }
+
+    /// Answers a failure of this attempt with a retry after an exponential backoff.
+    ///
+    /// - Parameter backoff: QueueRetry's backoff (1 s doubling up to 1 h by default).
+    /// - Returns: `.retry(after:)` with `backoff.delay(afterFailures: attempt)`.
+    public func retry(with backoff: Backoff = Backoff()) -> TaskResult {
+        .retry(backoff: backoff, attempt: attempt)
+    }
+
+    /// Answers a failure of this attempt with a retry after an exponential backoff with jitter.
+    ///
+    /// - Parameters:
+    ///   - backoff: QueueRetry's backoff; its `jitter` fraction is drawn from `generator`.
+    ///   - generator: The random source; inject a seeded one in tests.
+    /// - Returns: `.retry(after:)` with `backoff.delay(afterFailures: attempt, using: &generator)`.
+    public func retry(with backoff: Backoff, using generator: inout some RandomNumberGenerator) -> TaskResult {
+        .retry(after: backoff.delay(afterFailures: attempt, using: &generator))
     }
 }
 
