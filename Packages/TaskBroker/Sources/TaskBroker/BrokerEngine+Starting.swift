@@ -1,0 +1,121 @@
+import Foundation
+import Logging
+import Metrics
+import Synchronization
+
+extension BrokerEngine {
+    // MARK: Starting actions
+
+    /// Reserves the heads of ready queues (up to the cap, longest-waiting queue first), claims
+    /// them and starts those granted.
+    func launchClaim(_ driver: inout Driver) async {
+        guard !driver.stopping else { return }
+        var picks: [Entry] = []
+        while driver.running < configuration.maxConcurrentQueues, !driver.ready.isEmpty {
+            let queueName = driver.ready.removeFirst()
+            driver.readySet.remove(queueName)
+            guard var state = driver.queues.removeValue(forKey: queueName) else { continue }
+            defer { driver.queues[queueName] = state }
+            guard state.inFlight == nil else { continue }
+            if state.held == nil, state.head < state.entries.count {
+                // Move the head out of the list; it stays the sticky head until it succeeds.
+                state.held = state.entries[state.head]
+                state.head += 1
+                if state.head > 1024, state.head * 2 > state.entries.count {
+                    state.entries.removeFirst(state.head)
+                    state.head = 0
+                }
+            }
+            guard let held = state.held, held.task.pause == nil else { continue }
+            state.inFlight = held.task
+            driver.running += 1
+            picks.append(held)
+        }
+        guard !picks.isEmpty else { return }
+        var granted: [Bool]?
+        do {
+            granted = try await storage.claim(picks.map(\.task), owner: owner, leaseDuration: configuration.leaseDuration)
+        } catch {
+            logger.error("could not claim \(picks.count) action(s); their queues wait for restartQueues: \(error)")
+        }
+        claimed(picks, granted: granted, in: &driver)
+    }
+
+    func claimed(_ picks: [Entry], granted: [Bool]?, in driver: inout Driver) {
+        for (index, pick) in picks.enumerated() {
+            let queueName = pick.task.queueName
+            let isCurrent = isHeld(pick.task, in: driver)
+            guard let granted, granted[index], isCurrent, !driver.stopping else {
+                // Not started: give the reservation back.
+                driver.queues[queueName]?.inFlight = nil
+                driver.running -= 1
+                if granted == nil, isCurrent {
+                    driver.queues[queueName]?.held?.task.pause = .untilRestart
+                } else if granted?[index] == false, isCurrent {
+                    // Gone or changed behind our back (another process): drop it, look again.
+                    driver.queues[queueName]?.held = nil
+                    driver.locations[ActionID(pick.task)] = nil
+                }
+                markReady(queueName, in: &driver)
+                continue
+            }
+            start(pick)
+        }
+    }
+
+    func submit(_ finished: Finished) {
+        if storage is SQLiteTaskStorage {
+            committerQueue.push(finished)
+        } else {
+            committer.post(finished)
+        }
+    }
+
+    func startCommitterThread(_ sqlite: SQLiteTaskStorage) {
+        let queue = committerQueue
+        let mailbox = self.mailbox
+        let logger = self.logger
+        Thread.detachNewThread {
+            while let batch = queue.popAll() {
+                var succeeded = true
+                do {
+                    try sqlite.finishBlocking(batch.map(\.outcome))
+                } catch {
+                    logger.error("could not store \(batch.count) outcome(s); their queues wait for restartQueues: \(error)")
+                    succeeded = false
+                }
+                mailbox.post(.committed(batch, succeeded: succeeded))
+            }
+        }
+    }
+
+    func start(_ entry: Entry) {
+        let task = entry.task
+        inFlightView.withLock { $0[task.queueName] = task.key }
+        let now = time.elapsed()
+        queueWait.recordNanoseconds(max(0, (now - entry.since).nanoseconds))
+        events.yield(.started(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.attempts + 1))
+        guard let action = entry.action else {
+            logger.error("action \(task.collection)/\(task.key) of \(task.queueName) does not decode as \(Action.self); pausing its queue")
+            events.yield(.undecodable(queueName: task.queueName, key: task.key, collection: task.collection))
+            submit(Finished(task: task, result: .waitForRestart, pause: .untilRestart))
+            return
+        }
+        let handler = self.handler
+        let time = self.time
+        let handleDuration = self.handleDuration
+        let context = TaskContext(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.attempts + 1)
+        Task { [self] in
+            let result = await handler.handle(action, context: context)
+            handleDuration.recordNanoseconds(max(0, (time.elapsed() - now).nanoseconds))
+            let pause: TaskPause?
+            switch result {
+            case .success: pause = nil
+            case .retry(let after): pause = after > .zero ? .until(time.now().addingTimeInterval(after.timeInterval)) : nil
+            case .waitForRestart: pause = .untilRestart
+            }
+            // Straight to the committer: outcomes that arrive while a commit runs share the next one.
+            submit(Finished(task: task, result: result, pause: pause))
+        }
+    }
+}
