@@ -78,7 +78,6 @@ open class Job: @unchecked Sendable {
         case callback(Callback)
         case publish(State)
         case execute(Execution)
-        case wake([Waiter])
     }
 
     enum Phase: Sendable {
@@ -114,6 +113,11 @@ open class Job: @unchecked Sendable {
         var cancelledWaiters: Set<UInt64> = []
         var steps: [Step] = []
         var delivering = false
+
+        /// No command is running or waiting, and every step (state, callbacks) is delivered:
+        /// what `await()` and `idle()` wait for, so that a caller who sees the job at rest also
+        /// sees its final state and its callbacks done.
+        var isAtRest: Bool { !driving && !delivering }
     }
 
     let core: Locked<Core>
@@ -338,7 +342,7 @@ open class Job: @unchecked Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let ready = core.withLock { core -> Bool in
-                    if core.cancelledWaiters.remove(id) != nil || !core.driving { return true }
+                    if core.cancelledWaiters.remove(id) != nil || core.isAtRest { return true }
                     core.waiters.append(Waiter(id: id) { _ in continuation.resume() })
                     return false
                 }
@@ -349,7 +353,7 @@ open class Job: @unchecked Sendable {
                 if let index = core.waiters.firstIndex(where: { $0.id == id }) {
                     return core.waiters.remove(at: index)
                 }
-                if core.driving { core.cancelledWaiters.insert(id) }
+                if !core.isAtRest { core.cancelledWaiters.insert(id) }
                 return nil
             }
             waiter?.resume(false)
@@ -374,7 +378,7 @@ extension Job {
         let onMain = Self.isOnMainQueue
         let waiter = BlockingWaiter()
         let decision = core.withLock { core -> Decision in
-            if !core.driving { return .rest }
+            if core.isAtRest { return .rest }
             if onMain, core.mainPending > 0 { return .wouldDeadlock }
             core.nextWaiterID += 1
             let id = core.nextWaiterID
@@ -441,11 +445,8 @@ extension Job {
         core.driving = false
         core.phase = .none
         core.delayTimer = nil
-        core.cancelledWaiters.removeAll()
-        if !core.waiters.isEmpty {
-            core.steps.append(.wake(core.waiters))
-            core.waiters.removeAll()
-        }
+        // Waiters are woken when the steps queued with this rest have been delivered
+        // (`deliverSteps`), not here: until then the published state is not the final one.
     }
 
     /// Makes the caller the one thread that delivers steps, if none is and there are some.
@@ -484,27 +485,34 @@ extension Job {
         return deliver ? deliverSteps(from: context) : nil
     }
 
-    /// Delivers steps in order until there are none left, outside the lock.
+    /// Delivers steps in order until there are none left, outside the lock; then, when the
+    /// job is at rest, wakes the threads and tasks waiting for it.
     ///
     /// - Returns: A command to run inline on this worker thread, when the last step launches
     ///   one that may.
     private func deliverSteps(from context: Context) -> Execution? {
         while true {
-            let batch = core.withLock { core -> [Step] in
+            let (batch, woken) = core.withLock { core -> ([Step], [Waiter]) in
                 var batch: [Step] = []
                 swap(&batch, &core.steps)
-                if batch.isEmpty { core.delivering = false }
-                return batch
+                guard batch.isEmpty else { return (batch, []) }
+                core.delivering = false
+                guard !core.driving, !core.waiters.isEmpty || !core.cancelledWaiters.isEmpty else { return ([], []) }
+                let woken = core.waiters
+                core.waiters.removeAll()
+                core.cancelledWaiters.removeAll()
+                return ([], woken)
             }
-            if batch.isEmpty { return nil }
+            if batch.isEmpty {
+                for waiter in woken { waiter.resume(false) }
+                return nil
+            }
             for (index, step) in batch.enumerated() {
                 switch step {
                 case .callback(let callback):
                     call(callback)
                 case .publish(let state):
                     published.store(state.code, ordering: .releasing)
-                case .wake(let waiters):
-                    for waiter in waiters { waiter.resume(false) }
                 case .execute(let execution):
                     if index == batch.count - 1, Self.canInline(execution, context),
                         core.withLock({ core -> Bool in

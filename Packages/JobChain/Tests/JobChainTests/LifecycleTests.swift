@@ -16,6 +16,36 @@ struct LifecycleTests {
         #expect(job.state == .paused)
     }
 
+    @Test func onceIdleReturnsTheStateIsPausedAndEveryCallbackHasRun() async throws {
+        // The seed's reader checks the state right after waiting; the worker that finished the
+        // last command must not still be publishing it. Repeated, because it was a race.
+        for _ in 0..<300 {
+            let job = RecordingJob(mode: .auto)
+            job.doInBackground {}
+            try await job.idle()
+            #expect(job.state == .paused)
+            #expect(job.callbacks.values.suffix(2) == ["willPause", "didPause"])
+        }
+    }
+
+    @Test func onceAwaitReturnsTheStateIsPaused() {
+        for _ in 0..<300 {
+            let job = Job.doingInBackground {}.await()
+            #expect(job.state == .paused)
+        }
+    }
+
+    @Test func suspendingAJobThatWentIdleStopsItAtOnce() async throws {
+        // "If job was paused before suspending, job state just changes to Stopped."
+        for _ in 0..<300 {
+            let job = Job(mode: .auto)
+            job.doInBackground {}
+            try await job.idle()
+            job.suspend()
+            #expect(job.state == .stopped)
+        }
+    }
+
     @Test func statesSeenByCallbacksAndCommandsFollowTheLifecycle() async throws {
         let states = EventCollector<Job.State>()
         final class StateJob: Job, @unchecked Sendable {
