@@ -15,9 +15,10 @@ public struct MaxRetryStrategy: JobRetryStrategy {
 
     /// Creates the strategy.
     ///
-    /// - Parameter maxAttempts: The number of attempts, the first included: with 5, a job is
-    ///   retried at most 4 times. Values below 1 are treated as 1 (no retry).
-    public init(maxAttempts: Int) {
+    /// - Parameter maxAttempts: The number of attempts, the first included: with 5 (the
+    ///   default, as in DESIGN.md), a job is retried at most 4 times. Values below 1 are
+    ///   treated as 1 (no retry).
+    public init(maxAttempts: Int = 5) {
         self.maxAttempts = max(1, maxAttempts)
     }
 

@@ -77,6 +77,26 @@ struct MaxRetryStrategyTests {
         withExtendedLifetime(token) {}
     }
 
+    @Test
+    func theDefaultMaxRetryStrategyGivesAJobFiveAttempts() async {
+        // DESIGN.md spells the default `MaxRetryStrategy(maxAttempts: 5)`; `MaxRetryStrategy()` means it.
+        #expect(MaxRetryStrategy().maxAttempts == 5)
+        let queue = JobQueue(handling: CuteJob.self, name: "max-default")
+        queue.retryStrategy = MaxRetryStrategy()
+        let processor = ScriptedProcessor()
+        queue.processor = AnyJobProcessor(processor)
+        let failed = EventCollector<String>()
+        let token = queue.observe { _, jobs, event in
+            if event == .failedToProcess { jobs.forEach { failed.record($0.action) } }
+        }
+        queue.add([makeJob("a"), makeJob("b")])
+        queue.start()
+
+        let failures = await failed.values(count: 6)
+        #expect(failures == Array(repeating: "a", count: 5) + ["b"])
+        withExtendedLifetime(token) {}
+    }
+
     @Test(arguments: [0, 1])
     func maxAttemptsOfOneOrLessNeverRetries(maxAttempts: Int) async {
         let queue = JobQueue(handling: CuteJob.self, name: "max")
