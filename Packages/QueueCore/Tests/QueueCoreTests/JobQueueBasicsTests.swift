@@ -28,6 +28,17 @@ struct JobQueueBasicsTests {
     }
 
     @Test
+    func theSeedsAddOfATryQuestionJobQueuesItAndSkipsNil() throws {
+        // The seed: `let job = try? ObservationUploadJob(.create, observation)`, then
+        // `observationUploadQueue.add([job])` with `job` an optional.
+        let job = try? makeThrowingJob(action: "created")
+        let failed = try? makeThrowingJob(action: nil)
+        queue.add([job])
+        queue.add([failed, job])
+        #expect(queue.drain().map(\.action) == ["created", "created"])
+    }
+
+    @Test
     func peekAndRemoveOnAnEmptyQueueGiveNil() {
         #expect(queue.peek() == nil)
         #expect(queue.remove() == nil)
@@ -89,4 +100,14 @@ struct JobQueueBasicsTests {
         queue.stop()
         #expect(queue.state == .stopped)
     }
+}
+
+private struct NoAction: Error {}
+
+/// A job initializer that throws, like the seed's `ObservationUploadJob(_:_:)`.
+private func makeThrowingJob(action: String?) throws -> CuteJob {
+    guard let action else { throw NoAction() }
+    var job = CuteJob()
+    job.action = action
+    return job
 }
