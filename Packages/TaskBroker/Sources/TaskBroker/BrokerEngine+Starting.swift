@@ -34,7 +34,11 @@ extension BrokerEngine {
         guard !picks.isEmpty else { return }
         var granted: [Bool]?
         do {
-            granted = try await storage.claim(picks.map(\.task), owner: owner, leaseDuration: configuration.leaseDuration)
+            // The embedded backend grants every claim (one process; the registry keeps brokers
+            // apart): skip the call and its allocations.
+            granted = sqlite != nil
+                ? Array(repeating: true, count: picks.count)
+                : try await storage.claim(picks.map(\.task), owner: owner, leaseDuration: configuration.leaseDuration)
         } catch {
             logger.error("could not claim \(picks.count) action(s); their queues wait for restartQueues: \(error)")
         }
@@ -64,7 +68,7 @@ extension BrokerEngine {
     }
 
     func submit(_ finished: Finished) {
-        if storage is SQLiteTaskStorage {
+        if sqlite != nil {
             committerQueue.push(finished)
         } else {
             committer.post(finished)

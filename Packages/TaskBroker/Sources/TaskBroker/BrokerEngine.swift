@@ -43,6 +43,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
     let brokerID: UInt64
     let handler: Handler
     let storage: any TaskStorage
+    /// `storage` when it is the embedded backend (cast once, not per action).
+    let sqlite: SQLiteTaskStorage?
     let registry: ClaimRegistry
     let configuration: TaskQueueBroker.Configuration
     let time: BrokerTime
@@ -70,6 +72,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         self.brokerID = brokerID
         self.handler = handler
         self.storage = storage
+        self.sqlite = storage as? SQLiteTaskStorage
         self.registry = registry
         self.configuration = configuration
         self.time = time
@@ -128,7 +131,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
     func run(initialQueues: [String]) async {
         var driver = Driver()
         let committerTask: Task<Void, Never>?
-        if let sqlite = storage as? SQLiteTaskStorage {
+        if let sqlite {
             // The embedded backend commits on a thread of its own with GRDB's blocking API: a
             // commit then costs no executor hops, which is most of its latency on a busy machine.
             committerTask = nil

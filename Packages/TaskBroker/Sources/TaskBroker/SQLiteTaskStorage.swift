@@ -34,7 +34,7 @@ final class SQLiteTaskStorage: TaskStorage {
 
     /// TaskBroker's tables in a shared file: migrations named `taskbroker-…`.
     static var schema: SQLiteSchema {
-        SQLiteSchema(owner: "TaskBroker", migrator: migrator, migrationPrefix: "taskbroker-", version: 1)
+        SQLiteSchema(owner: "TaskBroker", migrator: migrator, migrationPrefix: "taskbroker-", version: 2)
     }
 
     /// The schema history. Add migrations; never edit a shipped one.
@@ -59,6 +59,20 @@ final class SQLiteTaskStorage: TaskStorage {
                 INSERT INTO taskbroker_sequence (id, value) VALUES (1, 0);
                 """)
         }
+        // The completion log: a succeeded action is logged here (one append per outcome, on the
+        // last pages of one small table) instead of deleted from `taskbroker_action` (three
+        // B-trees, one page each per queue); `compact(in:)` applies the log in bulk. Every read
+        // treats a logged revision as deleted.
+        migrator.registerMigration("taskbroker-v2-completion-log") { db in
+            try db.execute(sql: """
+                CREATE TABLE taskbroker_done (
+                    id INTEGER PRIMARY KEY,
+                    revision INTEGER NOT NULL,
+                    collection TEXT NOT NULL,
+                    key TEXT NOT NULL
+                );
+                """)
+        }
         return migrator
     }
 
@@ -80,7 +94,13 @@ final class SQLiteTaskStorage: TaskStorage {
     func queueNames() async throws -> [String] {
         try await Self.run("list queues") {
             try await pool.read { db in
-                try String.fetchAll(db, sql: "SELECT DISTINCT queue_name FROM taskbroker_action ORDER BY queue_name")
+                try String.fetchAll(
+                    db,
+                    // Without logged completions the index alone answers.
+                    sql: try Self.hasLoggedCompletions(db)
+                        ? "SELECT DISTINCT queue_name FROM taskbroker_action WHERE \(Self.isLive) ORDER BY queue_name"
+                        : "SELECT DISTINCT queue_name FROM taskbroker_action ORDER BY queue_name"
+                )
             }
         }
     }
@@ -90,7 +110,10 @@ final class SQLiteTaskStorage: TaskStorage {
             try await pool.read { db in
                 try Row.fetchAll(
                     db,
-                    sql: "SELECT \(Self.selectedColumns) FROM taskbroker_action WHERE queue_name = ? ORDER BY position",
+                    sql: """
+                        SELECT \(Self.selectedColumns) FROM taskbroker_action WHERE queue_name = ? AND \(Self.isLive)
+                        ORDER BY position
+                        """,
                     arguments: [queueName]
                 ).map(Self.task(from:))
             }
@@ -126,10 +149,15 @@ final class SQLiteTaskStorage: TaskStorage {
         }
     }
 
+    /// How many logged completions trigger a compaction (applied in the same transaction).
+    static let compactionThreshold = 4096
+
     static func finish(_ outcomes: [TaskOutcome], in db: Database) throws {
-        let delete = try db.cachedStatement(
-            sql: "DELETE FROM taskbroker_action WHERE collection = ? AND key = ? AND revision = ?"
-        )
+        // A success appends to the completion log: whether the revision is still stored does not
+        // matter (a logged revision that is gone or replaced is simply never read). Successes go
+        // in multi-row INSERTs of up to `logChunk` rows: one statement run per chunk.
+        var completed: [StoredTask] = []
+        completed.reserveCapacity(outcomes.count)
         let fail = try db.cachedStatement(sql: """
             UPDATE taskbroker_action SET attempts = attempts + 1, pause_kind = ?, pause_until = ?
             WHERE collection = ? AND key = ? AND revision = ?
@@ -137,12 +165,40 @@ final class SQLiteTaskStorage: TaskStorage {
         for outcome in outcomes {
             switch outcome {
             case .completed(let task):
-                try delete.execute(arguments: [task.collection, task.key, task.revision])
+                completed.append(task)
             case .failed(let task, let pause):
                 let (kind, until) = columns(for: pause)
                 try fail.execute(arguments: [kind, until, task.collection, task.key, task.revision])
             }
         }
+        guard !completed.isEmpty else { return }
+        var start = 0
+        while start < completed.count {
+            let end = min(start + logChunk, completed.count)
+            let statement = try db.cachedStatement(sql: logSQL(rows: end - start))
+            var values: [(any DatabaseValueConvertible)?] = []
+            values.reserveCapacity((end - start) * 3)
+            for task in completed[start..<end] {
+                values.append(task.revision)
+                values.append(task.collection)
+                values.append(task.key)
+            }
+            statement.setUncheckedArguments(StatementArguments(values))
+            try statement.execute()
+            start = end
+        }
+        if db.lastInsertedRowID >= Int64(compactionThreshold) {
+            try compact(in: db)
+        }
+    }
+
+    /// The most rows one INSERT into the completion log carries.
+    static let logChunk = 64
+
+    /// `INSERT INTO taskbroker_done … VALUES (?, ?, ?), …` with `rows` rows.
+    static func logSQL(rows: Int) -> String {
+        "INSERT INTO taskbroker_done (revision, collection, key) VALUES "
+            + Array(repeating: "(?, ?, ?)", count: rows).joined(separator: ", ")
     }
 
     func resume(queues queueNames: [String]) async throws -> [StoredTask] {
@@ -155,8 +211,11 @@ final class SQLiteTaskStorage: TaskStorage {
     func purge(queue queueName: String) async throws -> Int {
         try await Self.run("purge queue \(queueName)") {
             try await pool.write { db in
+                let live = try Int.fetchOne(
+                    db, sql: "SELECT count(*) FROM taskbroker_action WHERE queue_name = ? AND \(Self.isLive)", arguments: [queueName]
+                ) ?? 0
                 try db.execute(sql: "DELETE FROM taskbroker_action WHERE queue_name = ?", arguments: [queueName])
-                return db.changesCount
+                return live
             }
         }
     }
@@ -167,10 +226,11 @@ final class SQLiteTaskStorage: TaskStorage {
                 var snapshots: [String: TaskQueueSnapshot] = [:]
                 var order: [String] = []
                 for row in try Row.fetchAll(db, sql: """
+                    WITH live AS (SELECT * FROM taskbroker_action WHERE \(Self.isLive))
                     SELECT a.queue_name AS queue_name, counts.pending AS pending, a.attempts AS attempts
                     FROM (SELECT queue_name, count(*) AS pending, min(position) AS head
-                          FROM taskbroker_action GROUP BY queue_name) AS counts
-                    JOIN taskbroker_action a ON a.queue_name = counts.queue_name AND a.position = counts.head
+                          FROM live GROUP BY queue_name) AS counts
+                    JOIN live a ON a.queue_name = counts.queue_name AND a.position = counts.head
                     ORDER BY a.queue_name
                     """) {
                     let name: String = row["queue_name"]
@@ -179,7 +239,10 @@ final class SQLiteTaskStorage: TaskStorage {
                 }
                 for row in try Row.fetchAll(
                     db,
-                    sql: "SELECT \(Self.selectedColumns) FROM taskbroker_action WHERE pause_kind <> 0 ORDER BY queue_name, position"
+                    sql: """
+                        SELECT \(Self.selectedColumns) FROM taskbroker_action WHERE pause_kind <> 0 AND \(Self.isLive)
+                        ORDER BY queue_name, position
+                        """
                 ) {
                     let task = Self.task(from: row)
                     snapshots[task.queueName]?.pause = task.pause
@@ -189,6 +252,34 @@ final class SQLiteTaskStorage: TaskStorage {
             }
         }
     }
+
+    /// Applies the completion log: deletes the logged revisions that are still stored (sorted by
+    /// key, so that each page is written once for many rows), then empties the log.
+    static func compact(in db: Database) throws {
+        let delete = try db.cachedStatement(
+            sql: "DELETE FROM taskbroker_action WHERE collection = ? AND key = ? AND revision = ?"
+        )
+        let logged = try Row.fetchCursor(
+            db, sql: "SELECT collection, key, revision FROM taskbroker_done ORDER BY collection, key"
+        )
+        var rows: [(String, String, Int64)] = []
+        while let row = try logged.next() {
+            rows.append((row[0], row[1], row[2]))
+        }
+        for (collection, key, revision) in rows {
+            try delete.execute(arguments: [collection, key, revision])
+        }
+        // Emptying the table also restarts its rowids, which count the log's length.
+        try db.execute(sql: "DELETE FROM taskbroker_done")
+    }
+
+    /// Whether the completion log has entries (reads may then skip the filter).
+    static func hasLoggedCompletions(_ db: Database) throws -> Bool {
+        try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM taskbroker_done)") ?? true
+    }
+
+    /// The condition of a stored, not yet completed row of `taskbroker_action`.
+    static let isLive = "revision NOT IN (SELECT revision FROM taskbroker_done)"
 
     // MARK: - Statements shared with TaskTransaction
 
@@ -201,7 +292,9 @@ final class SQLiteTaskStorage: TaskStorage {
             VALUES (?, ?, ?, ?, ?, ?)
             ON CONFLICT (collection, key) DO UPDATE SET
                 queue_name = excluded.queue_name, revision = excluded.revision, payload = excluded.payload,
-                attempts = 0, pause_kind = 0, pause_until = NULL
+                attempts = 0, pause_kind = 0, pause_until = NULL,
+                position = CASE WHEN EXISTS (SELECT 1 FROM taskbroker_done d WHERE d.revision = taskbroker_action.revision)
+                    THEN excluded.position ELSE taskbroker_action.position END
             RETURNING position
             """)
         for task in tasks {
@@ -220,11 +313,16 @@ final class SQLiteTaskStorage: TaskStorage {
     }
 
     static func delete(key: String, collection: String, in db: Database) throws -> StoredTask? {
-        try Row.fetchOne(
+        guard let deleted = try Row.fetchOne(
             db,
             sql: "DELETE FROM taskbroker_action WHERE collection = ? AND key = ? RETURNING \(selectedColumns)",
             arguments: [collection, key]
-        ).map(task(from:))
+        ).map(task(from:)) else { return nil }
+        // A completed revision was already gone for every reader.
+        let completed = try Bool.fetchOne(
+            db, sql: "SELECT EXISTS (SELECT 1 FROM taskbroker_done WHERE revision = ?)", arguments: [deleted.revision]
+        ) ?? false
+        return completed ? nil : deleted
     }
 
     static func resume(_ queueNames: [String], in db: Database) throws -> [StoredTask] {
@@ -234,7 +332,7 @@ final class SQLiteTaskStorage: TaskStorage {
                 db,
                 sql: """
                     UPDATE taskbroker_action SET pause_kind = 0, pause_until = NULL
-                    WHERE queue_name = ? AND pause_kind <> 0 RETURNING \(selectedColumns)
+                    WHERE queue_name = ? AND pause_kind <> 0 AND \(isLive) RETURNING \(selectedColumns)
                     """,
                 arguments: [name]
             ).map(task(from:))
@@ -282,3 +380,4 @@ final class SQLiteTaskStorage: TaskStorage {
         }
     }
 }
+

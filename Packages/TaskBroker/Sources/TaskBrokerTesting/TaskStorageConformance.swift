@@ -87,6 +87,19 @@ public enum TaskStorageConformance: Sendable {
             let left = try await storage.tasks(inQueue: "q1")
             try expect(left.map(\.key) == ["b"] && left[0].payload == Data("again".utf8), "the re-saved b stays")
         },
+        Check("a completed task is gone for every read, and saving its key again enqueues it at the end") { storage in
+            let saved = try await storage.save([task("a", "q1"), task("b", "q1"), task("c", "q2")])
+            try await storage.finish([.completed(saved[0]), .completed(saved[2])], owner: "w")
+            try expect(try await storage.queueNames() == ["q1"], "a queue whose tasks all completed is not listed")
+            try expect(try await storage.snapshot().map(\.pending) == [1], "snapshot counts only what is left")
+            try expect(try await storage.delete(key: "a", collection: "c") == nil, "deleting a completed task finds nothing")
+            let again = try await storage.save([task("a", "q1", payload: "again")])
+            try expect(again[0].position > saved[1].position, "a completed key saved again goes to the end")
+            let q1 = try await storage.tasks(inQueue: "q1")
+            try expect(q1.map(\.key) == ["b", "a"], "the queue runs b, then the new a; got \(q1.map(\.key))")
+            try expect(q1.last?.payload == Data("again".utf8) && q1.last?.attempts == 0, "the new a is the new version")
+            try expect(try await storage.purge(queue: "q1") == 2, "purge counts the tasks it deleted")
+        },
         Check("failing counts the attempt and stores the pause") { storage in
             let saved = try await storage.save([task("a", "q1"), task("b", "q2"), task("c", "q3")])
             let date = Date(timeIntervalSince1970: 1_900_000_000.25)
