@@ -1,0 +1,162 @@
+public import DequeModule
+public import Logging
+
+// MARK: - State
+
+extension JobQueue {
+    @usableFromInline struct InFlight: Sendable {
+        @usableFromInline let ticket: UInt64
+        @usableFromInline let job: Job
+        @usableFromInline var failed = false
+        @usableFromInline var awaitingStrategy = false
+        @usableFromInline var requeued = false
+
+        @usableFromInline init(ticket: UInt64, job: Job) {
+            self.ticket = ticket
+            self.job = job
+        }
+    }
+
+    @usableFromInline struct Failure {
+        @usableFromInline let ticket: UInt64
+        @usableFromInline let job: Job
+        @usableFromInline let error: any Error
+
+        @usableFromInline init(ticket: UInt64, job: Job, error: any Error) {
+            self.ticket = ticket
+            self.job = job
+            self.error = error
+        }
+    }
+
+    @usableFromInline struct PendingEvent: Sendable {
+        @usableFromInline let event: JobQueueEvent
+        @usableFromInline let jobs: [Job]
+
+        @usableFromInline init(event: JobQueueEvent, jobs: [Job]) {
+            self.event = event
+            self.jobs = jobs
+        }
+    }
+
+    @usableFromInline enum FinishOutcome: Sendable { case wake, done, unknown }
+
+    @usableFromInline enum Step {
+        case idle
+        case deliver([PendingEvent], [JobQueueObserver<Job>])
+        case start(Job, UInt64, AnyJobProcessor<Job>, AnyJobPersister<Job>?)
+        case failure(Failure, (any JobRetryStrategy)?, AnyJobPersister<Job>?, Logger)
+    }
+
+    @usableFromInline struct Core {
+        @usableFromInline var jobs: Deque<Job>
+        @usableFromInline var state: JobQueueState = .stopped
+        @usableFromInline var processor: AnyJobProcessor<Job>?
+        @usableFromInline var persister: AnyJobPersister<Job>?
+        @usableFromInline var retryStrategy: (any JobRetryStrategy)?
+        @usableFromInline var maxConcurrentJobs = 1
+        @usableFromInline var logger: Logger
+        @usableFromInline var inFlight: [InFlight] = []
+        @usableFromInline var nextTicket: UInt64 = 0
+        @usableFromInline var pumpScheduled = false
+        @usableFromInline var failures: Deque<Failure> = []
+        @usableFromInline var events: [PendingEvent] = []
+        @usableFromInline var observers: [(id: UInt64, observer: JobQueueObserver<Job>)] = []
+        @usableFromInline var nextObserverID: UInt64 = 0
+        @usableFromInline var failureCounts: [String: Int] = [:]
+        @usableFromInline var lastPersistenceError: QueueError?
+        @usableFromInline var persistenceErrorCount = 0
+
+        @usableFromInline init(jobs: Deque<Job>, persister: AnyJobPersister<Job>?, logger: Logger) {
+            self.jobs = jobs
+            self.persister = persister
+            self.logger = logger
+        }
+
+        @inlinable var isStarted: Bool {
+            switch state {
+            case .starting, .listening, .processing: true
+            case .stopping, .stopped: false
+            }
+        }
+
+        @inlinable var canStartJob: Bool {
+            isStarted && processor != nil && !jobs.isEmpty && inFlight.count < maxConcurrentJobs
+        }
+
+        /// Queues an event for the observers, if there are any.
+        @inlinable mutating func record(_ event: JobQueueEvent, _ jobs: [Job]) {
+            if !observers.isEmpty {
+                events.append(PendingEvent(event: event, jobs: jobs))
+            }
+        }
+
+        /// Brings `state` in line with what is queued and in flight.
+        @inlinable mutating func normalize() {
+            switch state {
+            case .starting, .listening, .processing:
+                if !inFlight.isEmpty {
+                    state = .processing
+                } else if jobs.isEmpty || processor == nil {
+                    state = .listening
+                }
+            case .stopping:
+                if inFlight.isEmpty { state = .stopped }
+            case .stopped:
+                break
+            }
+        }
+
+        /// Returns `true` when the caller must schedule the pump: there is work and no pump
+        /// is scheduled or running.
+        @inlinable mutating func claimPump() -> Bool {
+            guard !pumpScheduled else { return false }
+            if !failures.isEmpty || (!events.isEmpty && !observers.isEmpty) || canStartJob {
+                pumpScheduled = true
+                return true
+            }
+            return false
+        }
+
+        @inlinable mutating func nextStep() -> Step {
+            if let failure = failures.popFirst() {
+                failureCounts[failure.job.id, default: 0] += 1
+                if retryStrategy != nil, let index = inFlight.firstIndex(where: { $0.ticket == failure.ticket }) {
+                    inFlight[index].awaitingStrategy = true
+                }
+                record(.failedToProcess, [failure.job])
+                return .failure(failure, retryStrategy, persister, logger)
+            }
+            if !events.isEmpty {
+                if observers.isEmpty {
+                    events.removeAll()
+                } else {
+                    let pending = events
+                    events = []
+                    return .deliver(pending, observers.map(\.observer))
+                }
+            }
+            if canStartJob, let processor, let job = jobs.popFirst() {
+                nextTicket &+= 1
+                inFlight.append(InFlight(ticket: nextTicket, job: job))
+                state = .processing
+                record(.removed, [job])
+                return .start(job, nextTicket, processor, persister)
+            }
+            normalize()
+            pumpScheduled = false
+            return .idle
+        }
+    }
+}
+
+// The pump's internals carry the processor's error (`any Error`), so they are not Sendable;
+// they only ever live inside the queue's `Mutex` or on the pump's own stack.
+@available(*, unavailable)
+extension JobQueue.Failure: Sendable {}
+
+@available(*, unavailable)
+extension JobQueue.Step: Sendable {}
+
+@available(*, unavailable)
+extension JobQueue.Core: Sendable {}

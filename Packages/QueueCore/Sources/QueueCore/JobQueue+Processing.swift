@@ -1,0 +1,165 @@
+public import DequeModule
+public import Dispatch
+public import Logging
+public import Synchronization
+
+// The pump: how a queue hands jobs to its processor, records outcomes, runs its retry
+// strategy and delivers events. Split from JobQueue.swift by concern; no behaviour here is new.
+extension JobQueue {
+    // MARK: - The pump
+
+    /// Runs on `executor`, one at a time (the `pumpScheduled` flag), until there is nothing
+    /// to do: handles failures, delivers events, starts jobs. Each step decides under the lock
+    /// and acts outside it; a processor that completes synchronously is driven in this loop
+    /// with no hop per job.
+    @inlinable
+    func pump() {
+        while true {
+            let step = core.withLock { core -> Step in core.nextStep() }
+            switch step {
+            case .idle:
+                return
+            case .deliver(let events, let observers):
+                for pending in events {
+                    for observer in observers where observer.active.load(ordering: .acquiring) {
+                        observer.block(self, pending.jobs, pending.event)
+                    }
+                }
+            case .start(let job, let ticket, let processor, let persister):
+                if let persister {
+                    processor.processJob(job) { [self] _, error in
+                        if error == nil {
+                            do {
+                                try persister.delete(job)
+                            } catch {
+                                persistenceFailed(error, "delete processed job \(job.id); it may be processed again after a restart")
+                            }
+                        }
+                        finish(ticket: ticket, error: error)
+                    }
+                } else {
+                    processor.processJob(job) { [self] _, error in
+                        finish(ticket: ticket, error: error)
+                    }
+                }
+            case .failure(let failure, let strategy, let persister, let logger):
+                handle(failure, strategy: strategy, persister: persister, logger: logger)
+            }
+        }
+    }
+
+    @inlinable
+    func finish(ticket: UInt64, error: (any Error)?) {
+        // Counted before the event is recorded, so that whoever hears `.processed` sees the count.
+        if error == nil {
+            metrics.didProcess()
+        }
+        let outcome = core.withLock { core -> FinishOutcome in
+            guard let index = core.inFlight.firstIndex(where: { $0.ticket == ticket }),
+                  !core.inFlight[index].failed
+            else { return .unknown }
+            if let error {
+                core.inFlight[index].failed = true
+                core.failures.append(Failure(ticket: ticket, job: core.inFlight[index].job, error: error))
+            } else {
+                let job = core.inFlight.remove(at: index).job
+                if !core.failureCounts.isEmpty {
+                    core.failureCounts[job.id] = nil
+                }
+                core.record(.processed, [job])
+                core.normalize()
+            }
+            return core.claimPump() ? .wake : .done
+        }
+        switch outcome {
+        case .wake:
+            schedulePump()
+        case .done:
+            break
+        case .unknown:
+            logger.warning(
+                "A processor called its completion more than once; the extra call is ignored.",
+                metadata: ["queue": "\(name)"]
+            )
+        }
+    }
+
+    @usableFromInline func handle(
+        _ failure: Failure,
+        strategy: (any JobRetryStrategy)?,
+        persister: AnyJobPersister<Job>?,
+        logger: Logger
+    ) {
+        let job = failure.job
+        metrics.didFail()
+        if let strategy {
+            strategy.retry(job: job, failedOnQueue: self)
+        }
+        let requeued = core.withLock { core -> Bool in
+            guard let index = core.inFlight.firstIndex(where: { $0.ticket == failure.ticket }) else { return false }
+            let entry = core.inFlight.remove(at: index)
+            if !entry.requeued {
+                core.failureCounts[job.id] = nil
+            }
+            core.normalize()
+            return entry.requeued
+        }
+        if !requeued {
+            metrics.didDrop()
+            logger.warning(
+                "Job failed and is dropped.",
+                metadata: [
+                    "queue": "\(name)", "job": "\(job.id)", "error": "\(failure.error)",
+                    "reason": "\(strategy == nil ? "no retry strategy" : "the retry strategy gave it up")",
+                ]
+            )
+            delete([job], from: persister, "delete failed job \(job.id) that was given up")
+        }
+    }
+
+    // MARK: - Helpers
+
+    @inlinable
+    func schedulePump() {
+        executor.async { self.pump() }
+    }
+
+    @usableFromInline func setAndWake(_ change: (inout Core) -> Void) {
+        let wake = core.withLock { core -> Bool in
+            change(&core)
+            core.normalize()
+            return core.claimPump()
+        }
+        if wake { schedulePump() }
+    }
+
+    @usableFromInline func delete(_ jobs: [Job], from persister: AnyJobPersister<Job>?, _ what: @autoclosure () -> String) {
+        guard let persister else { return }
+        for job in jobs {
+            do {
+                try persister.delete(job)
+            } catch {
+                persistenceFailed(error, what())
+                return
+            }
+        }
+    }
+
+    @usableFromInline func persistenceFailed(_ error: any Error, _ what: String) {
+        let queueError = QueueError(
+            code: .persistenceFailed,
+            message: "Queue '\(name)' could not \(what). Check the persister's storage; the in-memory queue carries on.",
+            underlying: error
+        )
+        let logger = core.withLock { core -> Logger in
+            core.lastPersistenceError = queueError
+            core.persistenceErrorCount += 1
+            return core.logger
+        }
+        logger.error("\(queueError.message)", metadata: ["queue": "\(name)", "error": "\(error)"])
+    }
+
+    @usableFromInline static var silentLogger: Logger {
+        Logger(label: "QueueKit.JobQueue", factory: { _ in SwiftLogNoOpLogHandler() })
+    }
+}
