@@ -46,6 +46,9 @@ extension BrokerEngine {
     }
 
     func claimed(_ picks: [Entry], granted: [Bool]?, in driver: inout Driver) {
+        var runs: [@Sendable () async -> Void] = []
+        runs.reserveCapacity(picks.count)
+        defer { launch(runs) }
         for (index, pick) in picks.enumerated() {
             let queueName = pick.task.queueName
             let isCurrent = isHeld(pick.task, in: driver)
@@ -63,7 +66,23 @@ extension BrokerEngine {
                 markReady(queueName, in: &driver)
                 continue
             }
-            start(pick)
+            if let run = start(pick) {
+                runs.append(run)
+            }
+        }
+    }
+
+    /// Runs the handlers of one launch from one new task: each starts immediately on it and
+    /// continues on its own once it suspends, so a launch costs one task and one thread wake-up
+    /// instead of one per action.
+    func launch(_ runs: [@Sendable () async -> Void]) {
+        guard !runs.isEmpty else { return }
+        Task {
+            for run in runs {
+                Task.immediate {
+                    await run()
+                }
+            }
         }
     }
 
@@ -93,7 +112,8 @@ extension BrokerEngine {
         }
     }
 
-    func start(_ entry: Entry) {
+    /// Reports the start of an action and returns what runs its handler (`nil` when it cannot run).
+    func start(_ entry: Entry) -> (@Sendable () async -> Void)? {
         let task = entry.task
         inFlightView.withLock { $0[task.queueName] = task.key }
         let now = time.elapsed()
@@ -103,13 +123,13 @@ extension BrokerEngine {
             logger.error("action \(task.collection)/\(task.key) of \(task.queueName) does not decode as \(Action.self); pausing its queue")
             events.yield(.undecodable(queueName: task.queueName, key: task.key, collection: task.collection))
             submit(Finished(task: task, result: .waitForRestart, pause: .untilRestart))
-            return
+            return nil
         }
         let handler = self.handler
         let time = self.time
         let handleDuration = self.handleDuration
         let context = TaskContext(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.attempts + 1)
-        Task { [self] in
+        return { [self] in
             let result = await handler.handle(action, context: context)
             handleDuration.recordNanoseconds(max(0, (time.elapsed() - now).nanoseconds))
             let pause: TaskPause?

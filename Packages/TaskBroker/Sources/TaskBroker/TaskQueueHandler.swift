@@ -74,6 +74,10 @@ public protocol TaskQueueHandler<Action>: AnyObject, Sendable {
 
     /// Handles one action, knowing which attempt it is. This is what the broker calls.
     ///
+    /// The actions a broker starts together begin on one task, each running until its first
+    /// suspension point and then on its own (`Task.immediate`): a handler that blocks its thread
+    /// before its first `await` delays the start of the others, so move blocking work off it.
+    ///
     /// - Parameters:
     ///   - action: The head of one of the broker's queues.
     ///   - context: The action's queue, identity and attempt number (1 for the first run).
