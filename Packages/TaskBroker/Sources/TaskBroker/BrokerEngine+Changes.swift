@@ -31,7 +31,7 @@ extension BrokerEngine {
                 }
                 guard var state = driver.queues.removeValue(forKey: task.queueName) else { continue }
                 let entry = Entry(
-                    task: task, action: try? driver.decoder.decode(Action.self, from: task.payload), since: time.elapsed()
+                    task: task, action: (try? driver.decoder.decode(Action.self, from: task.payload)).map { TypedActionBox($0) }, since: time.elapsed()
                 )
                 // Binary search for the first entry the new one runs before; equal ones stay in front.
                 var low = state.head

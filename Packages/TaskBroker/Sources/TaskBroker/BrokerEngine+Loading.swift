@@ -7,18 +7,34 @@ extension BrokerEngine {
     static func read(_ queueName: String, from storage: any TaskStorage, since: Duration) async throws -> [Entry] {
         let decoder = JSONDecoder()
         var held: Entry?
-        var entries: [Entry] = []
+        var decoded: [(task: StoredTask, action: Action?)] = []
         for task in try await storage.tasks(inQueue: queueName) {
-            let entry = Entry(task: task, action: try? decoder.decode(Action.self, from: task.payload), since: since)
+            let action = try? decoder.decode(Action.self, from: task.payload)
             if task.pause != nil && held == nil {
-                held = entry
+                held = Entry(task: task, action: action.map { TypedActionBox($0) }, since: since)
             } else {
-                entries.append(entry)
+                decoded.append((task, action))
             }
         }
-        // `sort` is a stable merge sort in the standard library: equal actions keep enqueue order.
-        entries.sort(by: runsBefore)
-        return (held.map { [$0] } ?? []) + entries
+        // Sorted while still typed (no casts per comparison). `sort` is a stable merge sort in the
+        // standard library: equal actions keep enqueue order, as in `runsBefore`.
+        decoded.sort { lhs, rhs in
+            if let left = lhs.action, let right = rhs.action {
+                switch left.sort(right) {
+                case .orderedAscending: return true
+                case .orderedDescending: return false
+                case .orderedSame: break
+                }
+            }
+            return lhs.task.position < rhs.task.position
+        }
+        var entries: [Entry] = []
+        entries.reserveCapacity(decoded.count + 1)
+        if let held { entries.append(held) }
+        for item in decoded {
+            entries.append(Entry(task: item.task, action: item.action.map { TypedActionBox($0) }, since: since))
+        }
+        return entries
     }
 
     /// Loads the queues stored at startup in a background task; each arrives as `.loaded`.
@@ -84,7 +100,7 @@ extension BrokerEngine {
 
     static func runsBefore(_ lhs: Entry, _ rhs: Entry) -> Bool {
         if let left = lhs.action, let right = rhs.action {
-            switch left.sort(right) {
+            switch left.order(before: right) {
             case .orderedAscending: return true
             case .orderedDescending: return false
             case .orderedSame: break

@@ -119,7 +119,7 @@ extension BrokerEngine {
         let now = time.elapsed()
         queueWait.recordNanoseconds(max(0, (now - entry.since).nanoseconds))
         events.yield(.started(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.attempts + 1))
-        guard let action = entry.action else {
+        guard let action = (entry.action as? TypedActionBox<Action>)?.value else {
             logger.error("action \(task.collection)/\(task.key) of \(task.queueName) does not decode as \(Action.self); pausing its queue")
             events.yield(.undecodable(queueName: task.queueName, key: task.key, collection: task.collection))
             submit(Finished(task: task, result: .waitForRestart, pause: .untilRestart))

@@ -10,33 +10,10 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
     typealias Finished = BrokerFinished
     typealias ActionID = BrokerActionID
 
-    enum Signal: Sendable {
-        case changes([TaskChange])
-        case committed([Finished], succeeded: Bool)
-        case loaded(queueName: String, entries: [Entry]?)
-        case timer(queueName: String, token: UInt64)
-        case stop
-        case abandon
-    }
-
-    struct Entry: Sendable {
-        var task: StoredTask
-        var action: Action?
-        var since: Duration
-    }
-
-    struct QueueState {
-        /// Runnable actions in run order, from `head` on.
-        var entries: [Entry] = []
-        var head = 0
-        /// The sticky head: an action that failed runs again before anything else.
-        var held: Entry?
-        var inFlight: StoredTask?
-        var timer: (token: UInt64, task: Task<Void, Never>)?
-
-        var isEmpty: Bool { held == nil && head == entries.count }
-        var count: Int { entries.count - head + (held == nil ? 0 : 1) }
-    }
+    typealias Signal = BrokerSignal
+    typealias Entry = BrokerEntry
+    typealias QueueState = BrokerQueueState
+    typealias Driver = BrokerDriver
 
     let name: String
     let owner: String
@@ -102,24 +79,6 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
 
     // MARK: - The driver
 
-    struct Driver {
-        var queues: [String: QueueState] = [:]
-        var ignored: Set<String> = []
-        var ready: [String] = []
-        var readySet: Set<String> = []
-        /// Queues that have an action reserved, claimed, running or being committed.
-        var running = 0
-        var stopping = false
-        /// Queues being read at startup, and those changed while they were read.
-        var loading: Set<String> = []
-        var dirtyWhileLoading: Set<String> = []
-
-        var isIdle: Bool { running == 0 }
-        var nextTimerToken: UInt64 = 0
-        /// Which queue holds each action this broker knows of.
-        var locations: [ActionID: String] = [:]
-        let decoder = JSONDecoder()
-    }
 
     /// Runs until the broker stops. Loads the stored queues first: stored actions start without
     /// any new write.
