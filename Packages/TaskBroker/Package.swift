@@ -21,7 +21,8 @@ let package = Package(
         .target(
             name: "TaskBroker",
             // QueuePersistence: the SQLite plumbing (SQLiteStore); QueueRetry: `Backoff` for timed
-            // retries. QueueCore arrives through both; nothing here uses it directly.
+            // retries (TaskContext.retry(with:)). QueueCore arrives through both; nothing here
+            // uses it directly, so it is not listed.
             dependencies: [
                 .product(name: "QueuePersistence", package: "QueuePersistence"),
                 .product(name: "QueueRetry", package: "QueueRetry"),
