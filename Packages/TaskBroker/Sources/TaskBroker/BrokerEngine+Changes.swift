@@ -14,6 +14,11 @@ extension BrokerEngine {
             }
             let stale = touched.filter { driver.loading.contains($0) }
             driver.dirtyWhileLoading.formUnion(stale)
+            if case .saved(let task) = change, isOutdated(task, in: driver) {
+                // A load already read this save (or a newer version): applying it again would
+                // put a second copy in the queue, even while the first one runs.
+                continue
+            }
             if !stale.isEmpty, case .saved(let task) = change {
                 // Forget an older version elsewhere; the reload of its new queue has it.
                 removeEntry(ActionID(task), revision: nil, in: &driver)
@@ -42,7 +47,6 @@ extension BrokerEngine {
                 }
                 state.entries.insert(entry, at: low)
                 driver.queues[task.queueName] = state
-                markReady(task.queueName, in: &driver)
                 driver.locations[ActionID(task)] = task.queueName
                 markReady(task.queueName, in: &driver)
             case .deleted(let task):
@@ -62,6 +66,25 @@ extension BrokerEngine {
                 driver.locations = driver.locations.filter { $0.value != queueName }
             }
         }
+    }
+
+    /// Whether a save's notification arrives after the broker already knows that version or a
+    /// newer one. Notifications are sent after the commit, so a load can read a save before its
+    /// notification arrives (a new queue is loaded when its first save arrives; the startup load
+    /// reloads queues that changed while they were read).
+    func isOutdated(_ task: StoredTask, in driver: Driver) -> Bool {
+        if let state = driver.queues[task.queueName], task.revision <= state.loadedThrough {
+            return true
+        }
+        guard let revision = knownRevision(of: ActionID(task), in: driver) else { return false }
+        return task.revision <= revision
+    }
+
+    /// The revision of the version of an action the broker holds (waiting, held or running).
+    func knownRevision(of id: ActionID, in driver: Driver) -> Int64? {
+        guard let queueName = driver.locations[id], let state = driver.queues[queueName] else { return nil }
+        if let held = state.held, ActionID(held.task) == id { return held.task.revision }
+        return state.entries[state.head...].first { ActionID($0.task) == id }?.task.revision
     }
 
     /// Removes the stored version of an action (any version when `revision` is `nil`) from

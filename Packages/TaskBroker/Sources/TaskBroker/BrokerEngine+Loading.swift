@@ -78,6 +78,7 @@ extension BrokerEngine {
 
     func install(_ queueName: String, _ entries: [Entry], in driver: inout Driver) {
         var state = QueueState()
+        state.loadedThrough = entries.lazy.map(\.task.revision).max() ?? 0
         for entry in entries {
             let id = ActionID(entry.task)
             if let other = driver.locations[id], other != queueName {

@@ -172,6 +172,9 @@ struct BrokerQueueState {
     var held: BrokerEntry?
     var inFlight: StoredTask?
     var timer: (token: UInt64, task: Task<Void, Never>)?
+    /// The newest revision the queue's load read: a save of this queue with a revision no newer
+    /// was committed before that read, so the load already reflects it (or what replaced it).
+    var loadedThrough: Int64 = 0
 
     var isEmpty: Bool { held == nil && head == entries.count }
     var count: Int { entries.count - head + (held == nil ? 0 : 1) }

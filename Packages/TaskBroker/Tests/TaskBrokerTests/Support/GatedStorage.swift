@@ -1,0 +1,60 @@
+import AsyncPrimitivesTesting
+import Foundation
+import Synchronization
+import TaskBroker
+
+/// A backend that forwards to another one but holds every read of the given queues' actions
+/// (`tasks(inQueue:)`) until the test opens the gate: a test can then commit saves while a
+/// broker's load of those queues is under way, in a fixed order instead of by racing.
+final class GatedStorage: TaskStorage {
+    let base: any TaskStorage
+    let heldQueues: Set<String>
+    /// Records the queue name each time a held read starts waiting.
+    let readsWaiting = EventCollector<String>()
+    private let gate = Mutex<(isOpen: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
+
+    init(_ base: any TaskStorage, holdingReadsOf queueNames: Set<String>) {
+        self.base = base
+        self.heldQueues = queueNames
+    }
+
+    /// Lets every held read (and every later one) through.
+    func open() {
+        let waiting = gate.withLock { gate -> [CheckedContinuation<Void, Never>] in
+            gate.isOpen = true
+            defer { gate.waiting = [] }
+            return gate.waiting
+        }
+        for continuation in waiting {
+            continuation.resume()
+        }
+    }
+
+    func tasks(inQueue queueName: String) async throws -> [StoredTask] {
+        if heldQueues.contains(queueName) {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let isOpen = gate.withLock { gate -> Bool in
+                    if !gate.isOpen { gate.waiting.append(continuation) }
+                    return gate.isOpen
+                }
+                if isOpen {
+                    continuation.resume()
+                } else {
+                    readsWaiting.record(queueName)
+                }
+            }
+        }
+        return try await base.tasks(inQueue: queueName)
+    }
+
+    func save(_ tasks: [NewTask]) async throws -> [StoredTask] { try await base.save(tasks) }
+    func delete(key: String, collection: String) async throws -> StoredTask? { try await base.delete(key: key, collection: collection) }
+    func queueNames() async throws -> [String] { try await base.queueNames() }
+    func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration) async throws -> [Bool] {
+        try await base.claim(heads, owner: owner, leaseDuration: leaseDuration)
+    }
+    func finish(_ outcomes: [TaskOutcome], owner: String) async throws { try await base.finish(outcomes, owner: owner) }
+    func resume(queues queueNames: [String]) async throws -> [StoredTask] { try await base.resume(queues: queueNames) }
+    func purge(queue queueName: String) async throws -> Int { try await base.purge(queue: queueName) }
+    func snapshot() async throws -> [TaskQueueSnapshot] { try await base.snapshot() }
+}
