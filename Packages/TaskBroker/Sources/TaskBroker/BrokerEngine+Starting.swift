@@ -125,12 +125,12 @@ extension BrokerEngine {
             submit(Finished(task: task, result: .waitForRestart, pause: .untilRestart))
             return nil
         }
-        let handler = self.handler
+        let run = self.run
         let time = self.time
         let handleDuration = self.handleDuration
         let context = TaskContext(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.attempts + 1)
         return { [self] in
-            let result = await handler.handle(action, context: context)
+            let result = await run(action, context)
             handleDuration.recordNanoseconds(max(0, (time.elapsed() - now).nanoseconds))
             let pause: TaskPause?
             switch result {

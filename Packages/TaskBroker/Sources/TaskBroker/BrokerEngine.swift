@@ -19,6 +19,9 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
     let owner: String
     let brokerID: UInt64
     let handler: Handler
+    /// How an action is run: ``AsyncTaskQueueHandler/handle(_:context:)`` when the handler has
+    /// the `async` form (decided once, not per action), else its callback bridged to `async`.
+    let run: @Sendable (Handler.Action, TaskContext) async -> TaskResult
     let storage: any TaskStorage
     /// `storage` when it is the embedded backend (cast once, not per action).
     let sqlite: SQLiteTaskStorage?
@@ -48,6 +51,11 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         self.owner = "\(name)#\(brokerID)"
         self.brokerID = brokerID
         self.handler = handler
+        if let asyncHandler = handler as? any AsyncTaskQueueHandler<Handler.Action> {
+            run = { action, context in await asyncHandler.handle(action, context: context) }
+        } else {
+            run = { action, _ in await handler.handleThroughCallback(action) }
+        }
         self.storage = storage
         self.sqlite = storage as? SQLiteTaskStorage
         self.registry = registry

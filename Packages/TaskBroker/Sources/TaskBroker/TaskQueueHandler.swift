@@ -34,22 +34,22 @@ public enum TaskResult: Sendable, Hashable {
     }
 }
 
-/// Handles the actions of the queues its broker claims, one action per queue at a time.
+/// Handles the actions of the queues its broker claims, one action per queue at a time: the
+/// seed's callback form.
 ///
-/// Implement one of: the seed's callback form ``handleNextItem(_:completion:)``, the `async`
-/// form ``handle(_:)``, or ``handle(_:context:)``, which also tells which attempt this is. The
-/// broker calls ``handle(_:context:)``; its default calls ``handle(_:)``, whose default calls
-/// ``handleNextItem(_:completion:)``, whose default calls ``handle(_:)``. (Implementing none
-/// recurses forever.)
+/// Implement ``handleNextItem(_:completion:)``; it has no default, so a handler that does not
+/// implement it (or misspells its labels) does not compile. For the `async` form, conform to
+/// ``AsyncTaskQueueHandler`` instead.
 ///
 /// ```swift
 /// final class MessageHandler: TaskQueueHandler {
-///     func handle(_ action: MessageSendAction, context: TaskContext) async -> TaskResult {
-///         do { try await send(action); return .success }
-///         catch { return context.retry(with: Backoff(initial: .seconds(1), maximum: .seconds(300))) }
+///     func handleNextItem(_ action: MessageSendAction, completion: @escaping @Sendable (Bool, TimeInterval) -> Void) {
+///         completion(true, -1)
 ///     }
 /// }
 /// ```
+///
+/// A handler is `AnyObject, Sendable`: keep its mutable state in a `Mutex` (a `final class`).
 public protocol TaskQueueHandler<Action>: AnyObject, Sendable {
     /// The action type this handler understands.
     associatedtype Action: TaskQueueAction
@@ -65,12 +65,23 @@ public protocol TaskQueueHandler<Action>: AnyObject, Sendable {
         _ action: Action,
         completion: @escaping @Sendable (_ success: Bool, _ retryTimeout: TimeInterval) -> Void
     )
+}
 
-    /// Handles one action.
-    ///
-    /// - Parameter action: The head of one of the broker's queues.
-    /// - Returns: What the broker does next with the action and its queue.
-    func handle(_ action: Action) async -> TaskResult
+/// A handler written in the `async` form, which also learns which attempt it runs. The broker
+/// calls ``handle(_:context:)`` directly; ``TaskQueueHandler/handleNextItem(_:completion:)`` is
+/// supplied for callers that use the seed's form.
+///
+/// ```swift
+/// final class MessageHandler: AsyncTaskQueueHandler {
+///     func handle(_ action: MessageSendAction, context: TaskContext) async -> TaskResult {
+///         do { try await send(action); return .success }
+///         catch { return context.retry(with: Backoff(initial: .seconds(1), maximum: .seconds(300))) }
+///     }
+/// }
+/// ```
+public protocol AsyncTaskQueueHandler<Action>: TaskQueueHandler {
+    /// The action type this handler understands (restated so that `handle(_:context:)` infers it).
+    associatedtype Action
 
     /// Handles one action, knowing which attempt it is. This is what the broker calls.
     ///
@@ -85,28 +96,21 @@ public protocol TaskQueueHandler<Action>: AnyObject, Sendable {
     func handle(_ action: Action, context: TaskContext) async -> TaskResult
 }
 
-extension TaskQueueHandler {
-    /// Calls ``handle(_:)``: a handler that does not need the context implements one of the other forms.
+extension AsyncTaskQueueHandler {
+    /// Runs ``handle(_:context:)`` in a new task, as attempt 1 (a caller of this form has no
+    /// stored attempt count; the broker does not call it), and reports its result through
+    /// `completion`.
     ///
     /// - Parameters:
-    ///   - action: The head of one of the broker's queues.
-    ///   - context: Ignored.
-    /// - Returns: What ``handle(_:)`` returns.
-    public func handle(_ action: Action, context: TaskContext) async -> TaskResult {
-        await handle(action)
-    }
-
-    /// Runs ``handle(_:)`` in a new task and reports its result through `completion`.
-    ///
-    /// - Parameters:
-    ///   - action: The head of one of the broker's queues.
+    ///   - action: The action to handle.
     ///   - completion: Called once with the seed's `(success, retryTimeout)` pair.
     public func handleNextItem(
         _ action: Action,
         completion: @escaping @Sendable (_ success: Bool, _ retryTimeout: TimeInterval) -> Void
     ) {
+        let context = TaskContext(queueName: action.queueName, key: action.key, collection: action.collection, attempt: 1)
         Task {
-            switch await self.handle(action) {
+            switch await self.handle(action, context: context) {
             case .success:
                 completion(true, 0)
             case .retry(let after):
@@ -117,12 +121,12 @@ extension TaskQueueHandler {
             }
         }
     }
+}
 
-    /// Calls ``handleNextItem(_:completion:)`` and waits for its first completion.
-    ///
-    /// - Parameter action: The head of one of the broker's queues.
-    /// - Returns: The translated `(success, retryTimeout)` pair.
-    public func handle(_ action: Action) async -> TaskResult {
+extension TaskQueueHandler {
+    /// Calls ``handleNextItem(_:completion:)`` and waits for its first completion: how the broker
+    /// runs a handler that is not an ``AsyncTaskQueueHandler``.
+    func handleThroughCallback(_ action: Action) async -> TaskResult {
         await withCheckedContinuation { (continuation: CheckedContinuation<TaskResult, Never>) in
             let once = OnceFlag()
             self.handleNextItem(action) { success, retryTimeout in
@@ -147,7 +151,7 @@ extension TaskResult {
     }
 }
 
-/// What a handler knows about the action it runs, passed to ``TaskQueueHandler/handle(_:context:)``.
+/// What a handler knows about the action it runs, passed to ``AsyncTaskQueueHandler/handle(_:context:)``.
 public struct TaskContext: Sendable, Hashable {
     /// The queue the action belongs to.
     public var queueName: String

@@ -42,14 +42,14 @@ func say(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 
-final class CrashHandler: TaskQueueHandler {
+final class CrashHandler: AsyncTaskQueueHandler {
     let log: DurableLog
 
     init(log: DurableLog) {
         self.log = log
     }
 
-    func handle(_ action: CrashAction) async -> TaskResult {
+    func handle(_ action: CrashAction, context _: TaskContext) async -> TaskResult {
         log.append("start \(action.key)")
         log.append("done \(action.key)")
         say("done \(action.key)")

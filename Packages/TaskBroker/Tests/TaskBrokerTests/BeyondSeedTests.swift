@@ -186,7 +186,7 @@ struct BeyondSeedTests {
         let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
         let gate = GateHandler()
         let handler = RecordingHandler<TestAction> { action in
-            _ = await gate.handle(action)
+            _ = await gate.handle(action, context: TaskContext(queueName: action.queueName, key: action.key, collection: action.collection, attempt: 1))
         }
         handler.script("a", .waitForRestart)
         let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: handler)

@@ -72,21 +72,21 @@ final class Countdown: Sendable {
     }
 }
 
-final class NoOpHandler: TaskQueueHandler {
+final class NoOpHandler: AsyncTaskQueueHandler {
     let countdown = Countdown()
 
-    func handle(_ action: NoOpAction) async -> TaskResult {
+    func handle(_ action: NoOpAction, context _: TaskContext) async -> TaskResult {
         countdown.tick()
         return .success
     }
 }
 
 /// Records when the handler started, for the idle-to-start latency.
-final class StampingHandler: TaskQueueHandler {
+final class StampingHandler: AsyncTaskQueueHandler {
     let stamps = Mutex<[ContinuousClock.Instant]>([])
     let countdown = Countdown()
 
-    func handle(_ action: NoOpAction) async -> TaskResult {
+    func handle(_ action: NoOpAction, context _: TaskContext) async -> TaskResult {
         let now = ContinuousClock.now
         stamps.withLock { $0.append(now) }
         countdown.tick()

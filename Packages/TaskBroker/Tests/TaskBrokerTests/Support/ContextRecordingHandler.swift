@@ -2,8 +2,8 @@ import AsyncPrimitivesTesting
 import Synchronization
 import TaskBroker
 
-/// Implements only `handle(_:context:)`: records each run's attempt and answers scripted results.
-final class ContextRecordingHandler: TaskQueueHandler {
+/// The `async` form: records each run's attempt and answers scripted results.
+final class ContextRecordingHandler: AsyncTaskQueueHandler {
     let runs = EventCollector<String>()
     private let script = Mutex<[String: [TaskResult]]>([:])
 

@@ -24,7 +24,7 @@ struct PrioritizedAction: TaskQueueAction, Equatable {
 }
 
 /// Records every action it is given and answers with scripted results (success by default).
-final class RecordingHandler<Action: TaskQueueAction>: TaskQueueHandler {
+final class RecordingHandler<Action: TaskQueueAction>: AsyncTaskQueueHandler {
     let handled = EventCollector<String>()
     private let script = Mutex<[String: [TaskResult]]>([:])
     private let onHandle: (@Sendable (Action) async -> Void)?
@@ -38,7 +38,7 @@ final class RecordingHandler<Action: TaskQueueAction>: TaskQueueHandler {
         script.withLock { $0[key, default: []] += results }
     }
 
-    func handle(_ action: Action) async -> TaskResult {
+    func handle(_ action: Action, context _: TaskContext) async -> TaskResult {
         handled.record(action.key)
         await onHandle?(action)
         return script.withLock { script in
@@ -73,11 +73,11 @@ final class CallbackHandler: TaskQueueHandler {
 }
 
 /// Holds every action until the test releases it, so a test can act while an action is in flight.
-final class GateHandler: TaskQueueHandler {
+final class GateHandler: AsyncTaskQueueHandler {
     let started = EventCollector<String>()
     private let gates = Mutex<(open: Set<String>, waiting: [String: CheckedContinuation<Void, Never>])>(([], [:]))
 
-    func handle(_ action: TestAction) async -> TaskResult {
+    func handle(_ action: TestAction, context _: TaskContext) async -> TaskResult {
         started.record(action.key)
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let isOpen = gates.withLock { gates -> Bool in
