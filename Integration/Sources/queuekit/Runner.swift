@@ -19,22 +19,13 @@ struct RunReport: Sendable {
 /// or until SIGINT/SIGTERM, printing progress as it goes.
 enum Runner {
     static func run(store: Store, settings: HandlerSettings, concurrency: Int, title: String) async throws -> RunReport {
-        // What is there to do, and how often has each stored action failed already?
-        var target = 0
-        var storedFailures: [String: Int] = [:]
-        for queue in try await store.queues() where QueueNames.isLive(queue.name) {
-            for task in try await store.tasks(in: queue.name) {
-                target += 1
-                if task.attempts > 0 { storedFailures[task.key] = task.attempts }
-            }
-        }
+        // What is there to do: every live action stored now.
+        let target = try await store.queues().filter { QueueNames.isLive($0.name) }.reduce(0) { $0 + $1.pending }
         let progress = RunProgress(target: target)
         guard target > 0 else {
             return RunReport(counts: progress.counts, elapsed: .zero, interrupted: false)
         }
-        let handler = UploadHandler(
-            settings: settings, database: store.database, progress: progress, storedFailures: storedFailures
-        )
+        let handler = UploadHandler(settings: settings, database: store.database, progress: progress)
         let signals = SignalWatcher()
         let clock = ContinuousClock()
         let start = clock.now

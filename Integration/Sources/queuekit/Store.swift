@@ -31,30 +31,24 @@ struct DatabaseOptions: ParsableArguments {
     /// Opens the database; with `create: false` a missing file is an error instead of a new file.
     func open(create: Bool) async throws -> Store {
         let path = try path()
-        var isDirectory: ObjCBool = false
-        let exists = FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
-        if isDirectory.boolValue {
-            throw QueuekitError("\(path) is a directory, not a database file; pass --database sqlite:FILE.")
-        }
-        if !exists {
-            guard create else {
-                throw QueuekitError(
-                    "no database at \(path); run `queuekit demo` or `queuekit enqueue` first, or pass --database sqlite:PATH."
-                )
-            }
-            let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
-            guard FileManager.default.fileExists(atPath: directory) else {
-                throw QueuekitError("cannot create \(path): the directory \(directory) does not exist.")
-            }
-        }
         do {
             // Every commit survives a crash of the process; a power loss may cost the last few
             // (the demo's choice; the library's default is FULL).
-            let database = try await TaskDatabase.sqlite(path: path, configuration: .init(synchronous: .normal))
+            let database = try await TaskDatabase.sqlite(
+                path: path, configuration: .init(synchronous: .normal, createsMissingFile: create)
+            )
             return Store(path: path, database: database)
+        } catch let error as TaskBrokerError where error.code == .databaseNotFound {
+            throw QueuekitError(
+                "no database at \(path); run `queuekit demo` or `queuekit enqueue` first, or pass --database sqlite:PATH."
+            )
+        } catch let error as TaskBrokerError where error.code == .corruptDatabase {
+            let cause = (error.underlying as? DatabaseError).flatMap(\.message) ?? error.message
+            throw QueuekitError("\(path) is not a QueueKit database or is corrupt (\(cause)); move it aside or pass another --database.")
         } catch let error as TaskBrokerError {
-            if let cause = error.underlying as? DatabaseError, cause.resultCode == .SQLITE_NOTADB || cause.resultCode == .SQLITE_CORRUPT {
-                throw QueuekitError("\(path) is not a QueueKit database or is corrupt (\(cause.message ?? "SQLite error \(cause.resultCode.rawValue)")); move it aside or pass another --database.")
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+                throw QueuekitError("\(path) is a directory, not a database file; pass --database sqlite:FILE.")
             }
             throw QueuekitError("cannot open \(path): \(Store.describe(error))")
         }
@@ -80,7 +74,8 @@ struct Store: Sendable {
         var text = error.message
         if let underlying = error.underlying {
             let cause = String(describing: underlying).split(separator: "\n").first.map(String.init) ?? ""
-            if !cause.isEmpty { text += " (\(cause))" }
+            // A cause that only repeats the message (QueuePersistence's own error) adds nothing.
+            if !cause.isEmpty, !cause.contains(text) { text += " (\(cause))" }
         }
         return text
     }

@@ -20,33 +20,29 @@ struct HandlerSettings: Sendable {
 /// Runs simulated uploads: each fails as its action says, is retried with backoff through the
 /// broker's timed retries, and after `maxAttempts` failed attempts is moved, in one
 /// transaction, to its user's dead-letter queue.
-final class UploadHandler: TaskQueueHandler {
+final class UploadHandler: AsyncTaskQueueHandler {
     typealias Action = UploadAction
 
     private let settings: HandlerSettings
     private let database: TaskDatabase
     private let progress: RunProgress
-    /// Failed attempts per action key, seeded from the attempts the broker stored, so that a
-    /// restarted run counts on from where the last one stopped.
-    private let failures: Mutex<[String: Int]>
 
-    init(settings: HandlerSettings, database: TaskDatabase, progress: RunProgress, storedFailures: [String: Int]) {
+    init(settings: HandlerSettings, database: TaskDatabase, progress: RunProgress) {
         self.settings = settings
         self.database = database
         self.progress = progress
-        self.failures = Mutex(storedFailures)
     }
 
-    func handle(_ action: UploadAction) async -> TaskResult {
+    func handle(_ action: UploadAction, context: TaskContext) async -> TaskResult {
         progress.started(queue: action.queueName)
         let work = settings.work(for: action.bytes)
         if work > .zero {
             try? await Task.sleep(for: work)
         }
-        let failed = failures.withLock { $0[action.key] ?? 0 }
-        let attempt = failed + 1
+        // The broker stores failed attempts, so a restarted run counts on from where the last one stopped.
+        let attempt = context.attempt
+        let failed = context.previousFailures
         guard action.failsPermanently || failed < action.transientFailures else {
-            failures.withLock { $0[action.key] = nil }
             progress.record(.uploaded(afterRetry: failed > 0))
             return .success
         }
@@ -60,14 +56,12 @@ final class UploadHandler: TaskQueueHandler {
                     try tx.save(dead)
                     try tx.delete(key: action.key, collection: action.collection)
                 }
-                failures.withLock { $0[action.key] = nil }
                 progress.record(.deadLettered)
                 return .success
             } catch {
                 // Could not move it (the file is busy or full): keep it and try again later.
             }
         }
-        failures.withLock { $0[action.key] = attempt }
         progress.record(.retrying(queue: action.queueName))
         return .retry(after: settings.backoff.delay(afterFailures: attempt))
     }

@@ -17,8 +17,8 @@ struct SendMessage: TaskQueueAction {
     var queueName: String
 }
 
-final class Sender: TaskQueueHandler {
-    func handle(_ action: SendMessage) async -> TaskResult {
+final class Sender: AsyncTaskQueueHandler {
+    func handle(_ action: SendMessage, context _: TaskContext) async -> TaskResult {
         .success // or .retry(after: .seconds(5)), or .waitForRestart
     }
 }
