@@ -11,6 +11,7 @@ let burnDownCount = arguments.count > 1 ? Int(arguments[1]) ?? 100_000 : 100_000
 let queueCount = 100
 let clock = ContinuousClock()
 /// `TaskBrokerBenchmarks 100000 burn` runs the burn-down alone, without its bounds (for profiling).
+/// Environment: `TB_SYNC_OFF=1` runs the burn-down with synchronous=OFF (profiling only; printed).
 let onlyBurnDown = arguments.count > 2 && arguments[2] == "burn"
 
 struct NoOpAction: TaskQueueAction {
@@ -193,7 +194,13 @@ if !onlyBurnDown {
 // 4. Burn-down: the broker runs \(burnDownCount) stored no-op actions over 100 queues, durably.
 do {
     let path = directory.appendingPathComponent("burn.sqlite").path
-    let database = try await TaskDatabase.sqlite(path: path, configuration: .init(synchronous: ProcessInfo.processInfo.environment["TB_SYNC_OFF"] != nil ? .off : .full))
+    // TB_SYNC_OFF=1 (profiling only): the broker's file without fsync, to see what the commits
+    // cost; the figures are then not comparable with the bounds or the targets, and say so.
+    let syncOff = ProcessInfo.processInfo.environment["TB_SYNC_OFF"] != nil
+    if syncOff {
+        print("burn-down: TB_SYNC_OFF is set: the broker's file uses synchronous=OFF (no fsync); NOT comparable with the bounds or targets")
+    }
+    let database = try await TaskDatabase.sqlite(path: path, configuration: .init(synchronous: syncOff ? .off : .full))
     try await database.save((0..<burnDownCount).map { NoOpAction(key: "k\($0)", queueName: "bench-q\($0 % queueCount)") })
     let handler = NoOpHandler()
     let start = clock.now
