@@ -11,7 +11,9 @@ private struct CrashJob: QueueJob, Equatable {
     var action: String
 }
 
-@Suite(.timeLimit(.minutes(2)))
+// Serialized: the two backends' helpers are never spawned at the same moment, so no child can
+// inherit the other's pipe and hold it open past a kill.
+@Suite(.serialized, .timeLimit(.minutes(2)))
 struct CrashTests {
     private static func open(_ backend: String, _ location: String) throws -> any JobPersister<CrashJob> {
         if backend == "sqlite" {
