@@ -96,13 +96,20 @@ final class RunningTool: Sendable {
         process.standardOutput = out
         process.standardError = err
         process.terminationHandler = { [exited] _ in exited.signal() }
-        out.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            self?.received(handle.availableData, from: handle)
-        }
         try process.run()
+        // Blocking reads on a thread of its own until EOF: Foundation's `readabilityHandler`
+        // on Linux was seen to drop the EOF of a child that died (QueuePersistence's crash test).
+        let handle = out.fileHandleForReading
+        Thread.detachNewThread { [self] in
+            while true {
+                let chunk = handle.availableData
+                received(chunk)
+                if chunk.isEmpty { break }
+            }
+        }
     }
 
-    private func received(_ data: Data, from handle: FileHandle) {
+    private func received(_ data: Data) {
         let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             if data.isEmpty { state.closed = true } else { state.stdout.append(data) }
             let text = String(decoding: state.stdout, as: UTF8.self)
@@ -113,7 +120,6 @@ final class RunningTool: Sendable {
         }
         ready.forEach { $0.resume() }
         if data.isEmpty {
-            handle.readabilityHandler = nil
             outputClosed.signal()
         }
     }

@@ -11,9 +11,7 @@ private struct CrashJob: QueueJob, Equatable {
     var action: String
 }
 
-// Serialized: the two backends' helpers are never spawned at the same moment, so no child can
-// inherit the other's pipe and hold it open past a kill.
-@Suite(.serialized, .timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(2)))
 struct CrashTests {
     private static func open(_ backend: String, _ location: String) throws -> any JobPersister<CrashJob> {
         if backend == "sqlite" {

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 #if canImport(Darwin)
 import Darwin
@@ -61,25 +60,24 @@ enum CrashHelperProcess {
         process.standardError = FileHandle.nullDevice
 
         let (lines, linesContinuation) = AsyncStream.makeStream(of: String.self)
-        let buffer = Mutex(Data())
-        output.fileHandleForReading.readabilityHandler = { handle in
-            let chunk = handle.availableData
-            if chunk.isEmpty {
-                handle.readabilityHandler = nil
-                linesContinuation.finish()
-                return
-            }
-            let complete = buffer.withLock { buffer -> [String] in
-                buffer.append(chunk)
-                guard let last = buffer.lastIndex(of: UInt8(ascii: "\n")) else { return [] }
-                let text = String(decoding: buffer[buffer.startIndex...last], as: UTF8.self)
-                buffer.removeSubrange(buffer.startIndex...last)
-                return text.split(separator: "\n").map(String.init)
-            }
-            for line in complete { linesContinuation.yield(line) }
-        }
         try process.run()
         let pid = process.processIdentifier
+        // Blocking reads on a thread of its own until EOF. Foundation's `readabilityHandler`
+        // on Linux was seen to drop the EOF of a killed child, leaving this test waiting forever.
+        let handle = output.fileHandleForReading
+        Thread.detachNewThread {
+            var buffer = Data()
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty { break }
+                buffer.append(chunk)
+                while let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                    linesContinuation.yield(String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self))
+                    buffer = Data(buffer[buffer.index(after: newline)...])
+                }
+            }
+            linesContinuation.finish()
+        }
 
         var outcome = Outcome()
         var killed = false
@@ -95,8 +93,7 @@ enum CrashHelperProcess {
             }
         }
         if !killed { kill(pid, SIGKILL) }
-        // `waitUntilExit()` rather than `terminationHandler`: the same wait TaskBroker's crash
-        // harness uses, which has not missed an exit in thousands of kills.
+        // `waitUntilExit()`, as TaskBroker's crash harness does, rather than a `terminationHandler`.
         let status = await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
             DispatchQueue.global().async {
                 process.waitUntilExit()
