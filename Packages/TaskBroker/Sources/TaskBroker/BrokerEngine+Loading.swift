@@ -1,14 +1,21 @@
 import Foundation
 import Logging
+import Synchronization
 
 extension BrokerEngine {
     /// Reads and decodes a queue's stored actions, sorted in run order (the held action first
     /// if one is paused). Runs off the driver at startup, so both cores work.
     static func read(_ queueName: String, from storage: any TaskStorage, since: Duration) async throws -> [Entry] {
+        entries(from: try await storage.tasks(inQueue: queueName), since: since)
+    }
+
+    /// Decodes a queue's stored actions (in position order) and sorts them in run order, the
+    /// held action first if one is paused.
+    static func entries(from tasks: [StoredTask], since: Duration) -> [Entry] {
         let decoder = JSONDecoder()
         var held: Entry?
         var decoded: [(task: StoredTask, action: Action?)] = []
-        for task in try await storage.tasks(inQueue: queueName) {
+        for task in tasks {
             let action = try? decoder.decode(Action.self, from: task.payload)
             if task.pause != nil && held == nil {
                 held = Entry(task: task, action: action.map { TypedActionBox($0) }, since: since)
@@ -44,6 +51,28 @@ extension BrokerEngine {
         let storage = self.storage
         let mailbox = self.mailbox
         let since = time.elapsed()
+        if let sqlite {
+            // One scan for all the queues; each is posted as soon as it is read and decoded.
+            Task {
+                let unreported = Mutex(Set(queueNames))
+                let read: Bool
+                do {
+                    try await sqlite.readQueues(queueNames) { queueName, tasks in
+                        unreported.withLock { _ = $0.remove(queueName) }
+                        mailbox.post(.loaded(queueName: queueName, entries: Self.entries(from: tasks, since: since)))
+                    }
+                    read = true
+                } catch {
+                    read = false
+                }
+                // Queues with nothing stored any more are loaded empty; after a failed read, each
+                // queue left is read again on its own (`entries: nil`).
+                for queueName in unreported.withLock({ $0 }) {
+                    mailbox.post(.loaded(queueName: queueName, entries: read ? [] : nil))
+                }
+            }
+            return
+        }
         Task {
             for queueName in queueNames {
                 let entries = try? await Self.read(queueName, from: storage, since: since)

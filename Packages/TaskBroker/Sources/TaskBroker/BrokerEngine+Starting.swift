@@ -46,7 +46,7 @@ extension BrokerEngine {
     }
 
     func claimed(_ picks: [Entry], granted: [Bool]?, in driver: inout Driver) {
-        var runs: [@Sendable () async -> Void] = []
+        var runs: [@Sendable (LaunchGroup) async -> Void] = []
         runs.reserveCapacity(picks.count)
         defer { launch(runs) }
         for (index, pick) in picks.enumerated() {
@@ -74,23 +74,34 @@ extension BrokerEngine {
 
     /// Runs the handlers of one launch from one new task: each starts immediately on it and
     /// continues on its own once it suspends, so a launch costs one task and one thread wake-up
-    /// instead of one per action.
-    func launch(_ runs: [@Sendable () async -> Void]) {
+    /// instead of one per action. The outcomes of handlers that finish without suspending reach
+    /// the committer together when the launch ends: one wake-up, and they share one commit
+    /// instead of the first one going alone.
+    func launch(_ runs: [@Sendable (LaunchGroup) async -> Void]) {
         guard !runs.isEmpty else { return }
         Task {
+            let group = LaunchGroup()
             for run in runs {
                 Task.immediate {
-                    await run()
+                    await run(group)
                 }
             }
+            submit(group.close())
         }
     }
 
-    func submit(_ finished: Finished) {
+    /// Hands outcomes to the committer, or to `group` while its launch is still starting handlers.
+    func submit(_ finished: Finished, group: LaunchGroup?) {
+        if let group, group.collect(finished) { return }
+        submit([finished])
+    }
+
+    func submit(_ batch: [Finished]) {
+        guard !batch.isEmpty else { return }
         if sqlite != nil {
-            committerQueue.push(finished)
+            committerQueue.push(contentsOf: batch)
         } else {
-            committer.post(finished)
+            committer.post(contentsOf: batch)
         }
     }
 
@@ -113,7 +124,7 @@ extension BrokerEngine {
     }
 
     /// Reports the start of an action and returns what runs its handler (`nil` when it cannot run).
-    func start(_ entry: Entry) -> (@Sendable () async -> Void)? {
+    func start(_ entry: Entry) -> (@Sendable (LaunchGroup) async -> Void)? {
         let task = entry.task
         inFlightView.withLock { $0[task.queueName] = task.key }
         let now = time.elapsed()
@@ -122,14 +133,14 @@ extension BrokerEngine {
         guard let action = (entry.action as? TypedActionBox<Action>)?.value else {
             logger.error("action \(task.collection)/\(task.key) of \(task.queueName) does not decode as \(Action.self); pausing its queue")
             events.yield(.undecodable(queueName: task.queueName, key: task.key, collection: task.collection))
-            submit(Finished(task: task, result: .waitForRestart, pause: .untilRestart))
+            submit([Finished(task: task, result: .waitForRestart, pause: .untilRestart)])
             return nil
         }
         let run = self.run
         let time = self.time
         let handleDuration = self.handleDuration
         let context = TaskContext(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.attempts + 1)
-        return { [self] in
+        return { [self] group in
             let result = await run(action, context)
             handleDuration.recordNanoseconds(max(0, (time.elapsed() - now).nanoseconds))
             let pause: TaskPause?
@@ -138,8 +149,9 @@ extension BrokerEngine {
             case .retry(let after): pause = after > .zero ? .until(time.now().addingTimeInterval(after.timeInterval)) : nil
             case .waitForRestart: pause = .untilRestart
             }
-            // Straight to the committer: outcomes that arrive while a commit runs share the next one.
-            submit(Finished(task: task, result: result, pause: pause))
+            // Straight to the committer (through the launch's group while the launch runs): outcomes
+            // that arrive while a commit runs share the next one.
+            submit(Finished(task: task, result: result, pause: pause), group: group)
         }
     }
 }

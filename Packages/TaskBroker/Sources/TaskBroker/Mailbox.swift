@@ -15,16 +15,23 @@ final class Mailbox<Item: Sendable>: Sendable {
 
     /// Adds an item and wakes the consumer. Dropped after ``close()``.
     func post(_ item: Item) {
+        post(contentsOf: [item])
+    }
+
+    /// Adds items (the consumer takes them in one go) and wakes the consumer once. Dropped after
+    /// ``close()``.
+    func post(contentsOf items: [Item]) {
+        guard !items.isEmpty else { return }
         let waiter = state.withLock { state -> CheckedContinuation<[Item]?, Never>? in
             guard !state.closed else { return nil }
             if let waiter = state.waiter {
                 state.waiter = nil
                 return waiter
             }
-            state.items.append(item)
+            state.items.append(contentsOf: items)
             return nil
         }
-        waiter?.resume(returning: [item])
+        waiter?.resume(returning: items)
     }
 
     /// Everything posted so far, waiting if there is nothing; `nil` once closed.
@@ -92,12 +99,14 @@ final class BlockingQueue<Item: Sendable>: Sendable {
     private let state = Mutex<(items: [Item], closed: Bool)>(([], false))
     private let wakeups = DispatchSemaphore(value: 0)
 
-    /// Adds an item; wakes the thread if the queue was empty.
-    func push(_ item: Item) {
+    /// Adds items; wakes the thread if the queue was empty.
+    func push(contentsOf items: [Item]) {
+        guard !items.isEmpty else { return }
         let wasEmpty = state.withLock { state -> Bool in
             guard !state.closed else { return false }
-            state.items.append(item)
-            return state.items.count == 1
+            let wasEmpty = state.items.isEmpty
+            state.items.append(contentsOf: items)
+            return wasEmpty
         }
         if wasEmpty { wakeups.signal() }
     }
@@ -120,5 +129,29 @@ final class BlockingQueue<Item: Sendable>: Sendable {
     func close() {
         state.withLock { $0.closed = true }
         wakeups.signal()
+    }
+}
+
+/// The outcomes of one launch's handlers that finish while the launch is still starting the
+/// others. ``close()`` ends the collection: later outcomes go to the committer directly.
+final class LaunchGroup: Sendable {
+    private let state = Mutex<(isOpen: Bool, items: [BrokerFinished])>((true, []))
+
+    /// Keeps `finished` for the launch's one hand-over; `false` once the group is closed.
+    func collect(_ finished: BrokerFinished) -> Bool {
+        state.withLock { state in
+            guard state.isOpen else { return false }
+            state.items.append(finished)
+            return true
+        }
+    }
+
+    /// Closes the group and returns what it collected.
+    func close() -> [BrokerFinished] {
+        state.withLock { state in
+            state.isOpen = false
+            defer { state.items = [] }
+            return state.items
+        }
     }
 }

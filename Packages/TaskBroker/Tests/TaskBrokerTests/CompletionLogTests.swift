@@ -14,22 +14,62 @@ struct CompletionLogTests {
         let directory = try TemporaryDirectory()
         let path = directory.path("tasks.sqlite")
         let database = try await TaskDatabase.sqlite(path: path)
-        let total = 5_000
+        // The log is applied once it holds 16,384 completions.
+        let total = 17_000
         let saved = try await database.storage.save((0..<total).map {
             NewTask(key: "k\($0)", collection: "c", queueName: "q\($0 % 7)", payload: Data("{}".utf8))
         })
-        for start in stride(from: 0, to: 4_000, by: 100) {
-            try await database.storage.finish(saved[start..<start + 100].map { .completed($0) }, owner: "w")
+        for start in stride(from: 0, to: 16_000, by: 500) {
+            try await database.storage.finish(saved[start..<start + 500].map { .completed($0) }, owner: "w")
         }
         // Below the threshold: the rows are still on disk, but no read sees them.
-        #expect(try Self.count("taskbroker_done", at: path) == 4_000)
+        #expect(try Self.count("taskbroker_done", at: path) == 16_000)
         #expect(try await database.snapshot().reduce(0) { $0 + $1.pending } == 1_000)
-        try await database.storage.finish(saved[4_000..<4_100].map { .completed($0) }, owner: "w")
+        // Logging a completion twice counts it once.
+        try await database.storage.finish(saved[0..<300].map { .completed($0) }, owner: "w")
+        #expect(try Self.count("taskbroker_done", at: path) == 16_000)
+        try await database.storage.finish(saved[16_000..<16_400].map { .completed($0) }, owner: "w")
         // Past it: the log was applied and emptied in the same transaction.
         #expect(try Self.count("taskbroker_done", at: path) == 0)
-        #expect(try Self.count("taskbroker_action", at: path) == 900)
+        #expect(try Self.count("taskbroker_action", at: path) == 600)
         let left = try await (0..<7).asyncFlatMap { try await database.storage.tasks(inQueue: "q\($0)") }
-        #expect(Set(left.map(\.key)) == Set((4_100..<total).map { "k\($0)" }))
+        #expect(Set(left.map(\.key)) == Set((16_400..<total).map { "k\($0)" }))
+    }
+
+    @Test func aFileWrittenWithTheFirstLogFormatKeepsItsCompletionsWhenOpened() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("tasks.sqlite")
+        // A file as version 2 of the schema left it: "b" completed, its completion still logged.
+        let old = try DatabaseQueue(path: path)
+        try await old.write { db in
+            try db.execute(sql: """
+                CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
+                INSERT INTO grdb_migrations VALUES ('taskbroker-v1'), ('taskbroker-v2-completion-log');
+                CREATE TABLE taskbroker_action (
+                    collection TEXT NOT NULL, key TEXT NOT NULL, queue_name TEXT NOT NULL,
+                    position INTEGER NOT NULL, revision INTEGER NOT NULL, payload BLOB NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0, pause_kind INTEGER NOT NULL DEFAULT 0, pause_until REAL,
+                    PRIMARY KEY (collection, key)
+                );
+                CREATE INDEX taskbroker_action_queue ON taskbroker_action(queue_name, position);
+                CREATE TABLE taskbroker_sequence (id INTEGER PRIMARY KEY CHECK (id = 1), value INTEGER NOT NULL);
+                INSERT INTO taskbroker_sequence (id, value) VALUES (1, 3);
+                CREATE TABLE taskbroker_done (id INTEGER PRIMARY KEY, revision INTEGER NOT NULL, collection TEXT NOT NULL, key TEXT NOT NULL);
+                INSERT INTO taskbroker_action (collection, key, queue_name, position, revision, payload) VALUES
+                    ('c', 'a', 'h-q', 1, 1, '{}'), ('c', 'b', 'h-q', 2, 2, '{}'), ('c', 'c', 'h-q', 3, 3, '{}');
+                INSERT INTO taskbroker_done (revision, collection, key) VALUES (2, 'c', 'b');
+                """)
+        }
+        try old.close()
+        let database = try await TaskDatabase.sqlite(path: path)
+        // Migrated: the log is keyed by revision now.
+        let columns = try await DatabaseQueue(path: path).read { db in try db.columns(in: "taskbroker_done").map(\.name) }
+        #expect(columns == ["revision", "collection", "key"])
+        #expect(try await database.storage.tasks(inQueue: "h-q").map(\.key) == ["a", "c"])
+        // Saving "b" again enqueues it anew, behind "c", as for any completed action.
+        let resaved = try await database.storage.save([NewTask(key: "b", collection: "c", queueName: "h-q", payload: Data("{}".utf8))])
+        #expect(try await database.storage.tasks(inQueue: "h-q").map(\.key) == ["a", "c", "b"])
+        #expect(resaved.first?.revision == 4)
     }
 
     @Test func aCompletedActionSavedAgainRunsAgainAfterARestart() async throws {
