@@ -77,18 +77,16 @@ final class SQLiteTaskStorage: TaskStorage {
                 );
                 """)
         }
-        // The log keyed by revision: a read skips logged revisions through the log's own B-tree
-        // (no temporary index of the whole log per statement), and a re-save or delete finds a
-        // logged revision without scanning the log.
+        // The log holds only revisions, as its rowid: a commit writes few, small log pages; a read
+        // skips logged revisions through the log's own B-tree (no temporary index of the whole log
+        // per statement); a re-save or delete finds a logged revision without a scan. Compaction
+        // finds the logged rows through an index on `revision` (appended to at save: revisions
+        // only grow).
         migrator.registerMigration("taskbroker-v3-completion-log-by-revision") { db in
             try db.execute(sql: """
-                CREATE TABLE taskbroker_done_by_revision (
-                    revision INTEGER PRIMARY KEY,
-                    collection TEXT NOT NULL,
-                    key TEXT NOT NULL
-                );
-                INSERT OR IGNORE INTO taskbroker_done_by_revision (revision, collection, key)
-                    SELECT revision, collection, key FROM taskbroker_done;
+                CREATE TABLE taskbroker_done_by_revision (revision INTEGER PRIMARY KEY);
+                INSERT OR IGNORE INTO taskbroker_done_by_revision (revision) SELECT revision FROM taskbroker_done;
+                CREATE UNIQUE INDEX taskbroker_action_revision ON taskbroker_action(revision);
                 DROP TABLE taskbroker_done;
                 ALTER TABLE taskbroker_done_by_revision RENAME TO taskbroker_done;
                 """)
@@ -278,11 +276,9 @@ final class SQLiteTaskStorage: TaskStorage {
             let end = min(start + logChunk, completed.count)
             let statement = try db.cachedStatement(sql: logSQL(rows: end - start))
             var values: [(any DatabaseValueConvertible)?] = []
-            values.reserveCapacity((end - start) * 3)
+            values.reserveCapacity(end - start)
             for task in completed[start..<end] {
                 values.append(task.revision)
-                values.append(task.collection)
-                values.append(task.key)
             }
             statement.setUncheckedArguments(StatementArguments(values))
             try statement.execute()
@@ -297,11 +293,11 @@ final class SQLiteTaskStorage: TaskStorage {
     /// The most rows one INSERT into the completion log carries.
     static let logChunk = 64
 
-    /// `INSERT OR IGNORE INTO taskbroker_done … VALUES (?, ?, ?), …` with `rows` rows (a revision
-    /// logged twice is logged once).
+    /// `INSERT OR IGNORE INTO taskbroker_done (revision) VALUES (?), …` with `rows` rows (a
+    /// revision logged twice is logged once).
     static func logSQL(rows: Int) -> String {
-        "INSERT OR IGNORE INTO taskbroker_done (revision, collection, key) VALUES "
-            + Array(repeating: "(?, ?, ?)", count: rows).joined(separator: ", ")
+        "INSERT OR IGNORE INTO taskbroker_done (revision) VALUES "
+            + Array(repeating: "(?)", count: rows).joined(separator: ", ")
     }
 
     func resume(queues queueNames: [String]) async throws -> [StoredTask] {
@@ -356,15 +352,11 @@ final class SQLiteTaskStorage: TaskStorage {
         }
     }
 
-    /// Applies the completion log: deletes the logged revisions that are still stored, in one
-    /// statement (SQLite collects their rowids first, then deletes in rowid order, so each page is
-    /// written once for many rows), then empties the log.
+    /// Applies the completion log: deletes the logged revisions that are still stored (found
+    /// through the `revision` index, in revision order), then empties the log.
     static func compact(in db: Database) throws {
         try db.execute(sql: """
-            DELETE FROM taskbroker_action WHERE rowid IN (
-                SELECT a.rowid FROM taskbroker_done d JOIN taskbroker_action a
-                ON a.collection = d.collection AND a.key = d.key AND a.revision = d.revision
-            );
+            DELETE FROM taskbroker_action WHERE revision IN (SELECT revision FROM taskbroker_done);
             DELETE FROM taskbroker_done;
             """)
     }

@@ -62,9 +62,12 @@ struct CompletionLogTests {
         }
         try old.close()
         let database = try await TaskDatabase.sqlite(path: path)
-        // Migrated: the log is keyed by revision now.
-        let columns = try await DatabaseQueue(path: path).read { db in try db.columns(in: "taskbroker_done").map(\.name) }
-        #expect(columns == ["revision", "collection", "key"])
+        // Migrated: the log holds revisions only, and actions are indexed by revision.
+        let (columns, indexes) = try await DatabaseQueue(path: path).read { db in
+            (try db.columns(in: "taskbroker_done").map(\.name), try db.indexes(on: "taskbroker_action").map(\.name))
+        }
+        #expect(columns == ["revision"])
+        #expect(indexes.contains("taskbroker_action_revision"))
         #expect(try await database.storage.tasks(inQueue: "h-q").map(\.key) == ["a", "c"])
         // Saving "b" again enqueues it anew, behind "c", as for any completed action.
         let resaved = try await database.storage.save([NewTask(key: "b", collection: "c", queueName: "h-q", payload: Data("{}".utf8))])
