@@ -2,8 +2,8 @@
 ///
 /// An asynchronous function creates a `Deferred`, returns it as a `Future`, and calls
 /// ``fill(value:)`` when the value is ready.
+// `@unchecked` because `Future` is `@unchecked`; `Deferred` adds no stored state.
 public final class Deferred<Value: Sendable>: Future<Value>, @unchecked Sendable {
-    // `@unchecked` because `Future` is `@unchecked`; `Deferred` adds no stored state.
 
     /// Creates an unfilled future.
     @inlinable

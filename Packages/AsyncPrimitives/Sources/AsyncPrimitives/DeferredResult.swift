@@ -9,8 +9,8 @@
 ///     return deferred
 /// }
 /// ```
+// `@unchecked` because `FutureResult` is `@unchecked`; `DeferredResult` adds no stored state.
 public final class DeferredResult<Value: Sendable>: FutureResult<Value>, @unchecked Sendable {
-    // `@unchecked` because `FutureResult` is `@unchecked`; `DeferredResult` adds no stored state.
 
     /// Creates an unfilled future.
     @inlinable

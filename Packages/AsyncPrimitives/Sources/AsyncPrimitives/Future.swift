@@ -24,9 +24,9 @@ public import Synchronization
 /// `Future` is `Sendable`, and its `Value` must be `Sendable`: the value is handed to handlers
 /// on other queues and to awaiting tasks. Its only stored state is behind a `Mutex`, and the
 /// only subclass is ``Deferred``, which adds no stored state.
+// `@unchecked` because the class is not final (``Deferred`` subclasses it). Safe: the only
+// stored property is a `Mutex`, the class is not `open`, and `Deferred` adds no state.
 public class Future<Value: Sendable>: @unchecked Sendable {
-    // `@unchecked` because the class is not final (``Deferred`` subclasses it). Safe: the only
-    // stored property is a `Mutex`, the class is not `open`, and `Deferred` adds no state.
     @usableFromInline let state: Mutex<CallbackState<Value>>
 
     /// Creates an unfilled future; ``Deferred`` is the public way to make one.

@@ -18,10 +18,10 @@ public import Synchronization
 /// Handlers follow the rules of ``Future``: attached before the fill they run at the fill,
 /// after it at once, always asynchronously on their `upon:` queue; a filled future drops its
 /// handlers. `FutureResult` is `Sendable`; its only subclass is ``DeferredResult``.
+// `@unchecked` because the class is not final (``DeferredResult`` subclasses it). Safe:
+// the only stored property is a `Mutex`, the class is not `open`, and `DeferredResult`
+// adds no state.
 public class FutureResult<Value: Sendable>: @unchecked Sendable {
-    // `@unchecked` because the class is not final (``DeferredResult`` subclasses it). Safe:
-    // the only stored property is a `Mutex`, the class is not `open`, and `DeferredResult`
-    // adds no state.
     @usableFromInline let state: Mutex<CallbackState<Result<Value, any Error>>>
 
     /// Creates an unfilled future; ``DeferredResult`` is the public way to make one.

@@ -32,9 +32,9 @@ final class NoopProcessor: JobProcessor, Sendable {
 }
 
 /// A counter for the peers, only ever touched from their serial queue.
+// Touched only from one serial queue (OperationQueue with one operation at a time, or a
+// serial DispatchQueue), and read after that queue has drained.
 final class Counter: @unchecked Sendable {
-    // Touched only from one serial queue (OperationQueue with one operation at a time, or a
-    // serial DispatchQueue), and read after that queue has drained.
     var value = 0
 }
 
