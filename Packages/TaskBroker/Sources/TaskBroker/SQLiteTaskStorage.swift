@@ -12,7 +12,7 @@ final class SQLiteTaskStorage: TaskStorage {
     let path: String
     /// How many completions the log holds, as of the last committed `finish`; `nil` when unknown
     /// (at open, and after a failed write), then counted again. Only `finish` adds to the log.
-    private let loggedCompletions = Mutex<Int?>(nil)
+    let loggedCompletions = Mutex<Int?>(nil)
 
     private init(pool: DatabasePool, path: String) {
         self.pool = pool
@@ -34,64 +34,6 @@ final class SQLiteTaskStorage: TaskStorage {
         } catch {
             throw TaskBrokerError(error)
         }
-    }
-
-    /// TaskBroker's tables in a shared file: migrations named `taskbroker-…`.
-    static var schema: SQLiteSchema {
-        SQLiteSchema(owner: "TaskBroker", migrator: migrator, migrationPrefix: "taskbroker-", version: 3)
-    }
-
-    /// The schema history. Add migrations; never edit a shipped one.
-    static var migrator: DatabaseMigrator {
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("taskbroker-v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE taskbroker_action (
-                    collection TEXT NOT NULL,
-                    key TEXT NOT NULL,
-                    queue_name TEXT NOT NULL,
-                    position INTEGER NOT NULL,
-                    revision INTEGER NOT NULL,
-                    payload BLOB NOT NULL,
-                    attempts INTEGER NOT NULL DEFAULT 0,
-                    pause_kind INTEGER NOT NULL DEFAULT 0,
-                    pause_until REAL,
-                    PRIMARY KEY (collection, key)
-                );
-                CREATE INDEX taskbroker_action_queue ON taskbroker_action(queue_name, position);
-                CREATE TABLE taskbroker_sequence (id INTEGER PRIMARY KEY CHECK (id = 1), value INTEGER NOT NULL);
-                INSERT INTO taskbroker_sequence (id, value) VALUES (1, 0);
-                """)
-        }
-        // The completion log: a succeeded action is logged here (one append per outcome, on the
-        // last pages of one small table) instead of deleted from `taskbroker_action` (three
-        // B-trees, one page each per queue); `compact(in:)` applies the log in bulk. Every read
-        // treats a logged revision as deleted.
-        migrator.registerMigration("taskbroker-v2-completion-log") { db in
-            try db.execute(sql: """
-                CREATE TABLE taskbroker_done (
-                    id INTEGER PRIMARY KEY,
-                    revision INTEGER NOT NULL,
-                    collection TEXT NOT NULL,
-                    key TEXT NOT NULL
-                );
-                """)
-        }
-        // The log holds only revisions, as its rowid: a commit writes few, small log pages; a read
-        // skips logged revisions through the log's own B-tree (no temporary index of the whole log
-        // per statement); a re-save or delete finds a logged revision without a scan. Compaction
-        // finds the logged rows through an index on `revision` (appended to at save: revisions
-        // only grow).
-        migrator.registerMigration("taskbroker-v3-completion-log-by-revision") { db in
-            try db.execute(sql: """
-                CREATE TABLE taskbroker_done_by_revision (revision INTEGER PRIMARY KEY);
-                INSERT OR IGNORE INTO taskbroker_done_by_revision (revision) SELECT revision FROM taskbroker_done;
-                CREATE UNIQUE INDEX taskbroker_action_revision ON taskbroker_action(revision);
-                DROP TABLE taskbroker_done;
-                ALTER TABLE taskbroker_done_by_revision RENAME TO taskbroker_done;
-                """)
-        }
-        return migrator
     }
 
     // MARK: - TaskStorage
@@ -218,88 +160,6 @@ final class SQLiteTaskStorage: TaskStorage {
         }
     }
 
-    /// How many logged completions trigger a compaction (applied in the same transaction).
-    /// A long log costs reads nothing (they skip it by revision); a short one makes compactions
-    /// frequent, and each rewrites the pages of the rows it deletes: 16,384 measured best in the
-    /// burn-down benchmark (4,096 gave about 15% less).
-    static let compactionThreshold = 16_384
-
-    private func commit(_ outcomes: [TaskOutcome]) async throws {
-        let known = loggedCompletions.withLock { $0 }
-        do {
-            let logged = try await pool.write { db in try Self.finish(outcomes, logged: known, in: db) }
-            loggedCompletions.withLock { $0 = logged }
-        } catch {
-            loggedCompletions.withLock { $0 = nil }
-            throw error
-        }
-    }
-
-    private func commitBlocking(_ outcomes: [TaskOutcome]) throws {
-        let known = loggedCompletions.withLock { $0 }
-        do {
-            let logged = try pool.write { db in try Self.finish(outcomes, logged: known, in: db) }
-            loggedCompletions.withLock { $0 = logged }
-        } catch {
-            loggedCompletions.withLock { $0 = nil }
-            throw error
-        }
-    }
-
-    /// Stores outcomes, compacting the log once it is long.
-    ///
-    /// - Parameters:
-    ///   - logged: How many completions the log held before, if known.
-    /// - Returns: How many it holds after.
-    static func finish(_ outcomes: [TaskOutcome], logged: Int?, in db: Database) throws -> Int {
-        // A success appends to the completion log: whether the revision is still stored does not
-        // matter (a logged revision that is gone or replaced is simply never read). Successes go
-        // in multi-row INSERTs of up to `logChunk` rows: one statement run per chunk.
-        var completed: [StoredTask] = []
-        completed.reserveCapacity(outcomes.count)
-        let fail = try db.cachedStatement(sql: """
-            UPDATE taskbroker_action SET attempts = attempts + 1, pause_kind = ?, pause_until = ?
-            WHERE collection = ? AND key = ? AND revision = ?
-            """)
-        for outcome in outcomes {
-            switch outcome {
-            case .completed(let task):
-                completed.append(task)
-            case .failed(let task, let pause):
-                let (kind, until) = columns(for: pause)
-                try fail.execute(arguments: [kind, until, task.collection, task.key, task.revision])
-            }
-        }
-        var count = try logged ?? Int.fetchOne(db, sql: "SELECT count(*) FROM taskbroker_done") ?? 0
-        var start = 0
-        while start < completed.count {
-            let end = min(start + logChunk, completed.count)
-            let statement = try db.cachedStatement(sql: logSQL(rows: end - start))
-            var values: [(any DatabaseValueConvertible)?] = []
-            values.reserveCapacity(end - start)
-            for task in completed[start..<end] {
-                values.append(task.revision)
-            }
-            statement.setUncheckedArguments(StatementArguments(values))
-            try statement.execute()
-            count += db.changesCount
-            start = end
-        }
-        guard count >= compactionThreshold else { return count }
-        try compact(in: db)
-        return 0
-    }
-
-    /// The most rows one INSERT into the completion log carries.
-    static let logChunk = 64
-
-    /// `INSERT OR IGNORE INTO taskbroker_done (revision) VALUES (?), …` with `rows` rows (a
-    /// revision logged twice is logged once).
-    static func logSQL(rows: Int) -> String {
-        "INSERT OR IGNORE INTO taskbroker_done (revision) VALUES "
-            + Array(repeating: "(?)", count: rows).joined(separator: ", ")
-    }
-
     func resume(queues queueNames: [String]) async throws -> [StoredTask] {
         guard !queueNames.isEmpty else { return [] }
         return try await Self.run("resume \(queueNames.count) queue(s)") {
@@ -351,23 +211,6 @@ final class SQLiteTaskStorage: TaskStorage {
             }
         }
     }
-
-    /// Applies the completion log: deletes the logged revisions that are still stored (found
-    /// through the `revision` index, in revision order), then empties the log.
-    static func compact(in db: Database) throws {
-        try db.execute(sql: """
-            DELETE FROM taskbroker_action WHERE revision IN (SELECT revision FROM taskbroker_done);
-            DELETE FROM taskbroker_done;
-            """)
-    }
-
-    /// Whether the completion log has entries (reads may then skip the filter).
-    static func hasLoggedCompletions(_ db: Database) throws -> Bool {
-        try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM taskbroker_done)") ?? true
-    }
-
-    /// The condition of a stored, not yet completed row of `taskbroker_action`.
-    static let isLive = "revision NOT IN (SELECT revision FROM taskbroker_done)"
 
     // MARK: - Statements shared with TaskTransaction
 

@@ -1,0 +1,62 @@
+import GRDB
+import QueuePersistence
+
+extension SQLiteTaskStorage {
+    /// TaskBroker's tables in a shared file: migrations named `taskbroker-…`.
+    static var schema: SQLiteSchema {
+        SQLiteSchema(owner: "TaskBroker", migrator: migrator, migrationPrefix: "taskbroker-", version: 3)
+    }
+
+    /// The schema history. Add migrations; never edit a shipped one.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("taskbroker-v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE taskbroker_action (
+                    collection TEXT NOT NULL,
+                    key TEXT NOT NULL,
+                    queue_name TEXT NOT NULL,
+                    position INTEGER NOT NULL,
+                    revision INTEGER NOT NULL,
+                    payload BLOB NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    pause_kind INTEGER NOT NULL DEFAULT 0,
+                    pause_until REAL,
+                    PRIMARY KEY (collection, key)
+                );
+                CREATE INDEX taskbroker_action_queue ON taskbroker_action(queue_name, position);
+                CREATE TABLE taskbroker_sequence (id INTEGER PRIMARY KEY CHECK (id = 1), value INTEGER NOT NULL);
+                INSERT INTO taskbroker_sequence (id, value) VALUES (1, 0);
+                """)
+        }
+        // The completion log: a succeeded action is logged here (one append per outcome, on the
+        // last pages of one small table) instead of deleted from `taskbroker_action` (three
+        // B-trees, one page each per queue); `compact(in:)` applies the log in bulk. Every read
+        // treats a logged revision as deleted.
+        migrator.registerMigration("taskbroker-v2-completion-log") { db in
+            try db.execute(sql: """
+                CREATE TABLE taskbroker_done (
+                    id INTEGER PRIMARY KEY,
+                    revision INTEGER NOT NULL,
+                    collection TEXT NOT NULL,
+                    key TEXT NOT NULL
+                );
+                """)
+        }
+        // The log holds only revisions, as its rowid: a commit writes few, small log pages; a read
+        // skips logged revisions through the log's own B-tree (no temporary index of the whole log
+        // per statement); a re-save or delete finds a logged revision without a scan. Compaction
+        // finds the logged rows through an index on `revision` (appended to at save: revisions
+        // only grow).
+        migrator.registerMigration("taskbroker-v3-completion-log-by-revision") { db in
+            try db.execute(sql: """
+                CREATE TABLE taskbroker_done_by_revision (revision INTEGER PRIMARY KEY);
+                INSERT OR IGNORE INTO taskbroker_done_by_revision (revision) SELECT revision FROM taskbroker_done;
+                CREATE UNIQUE INDEX taskbroker_action_revision ON taskbroker_action(revision);
+                DROP TABLE taskbroker_done;
+                ALTER TABLE taskbroker_done_by_revision RENAME TO taskbroker_done;
+                """)
+        }
+        return migrator
+    }
+}
