@@ -91,43 +91,6 @@ public enum TaskOutcome: Sendable, Hashable {
     case failed(StoredTask, pause: TaskPause?)
 }
 
-/// The state of one queue, as ``TaskDatabase/snapshot()`` and ``TaskQueueBroker/snapshot()`` report it.
-public struct TaskQueueSnapshot: Sendable, Hashable {
-    /// The queue's name.
-    public var name: String
-    /// How many actions are stored in the queue, including one in flight.
-    public var pending: Int
-    /// The key of the action a broker of this process is running, if any (a database snapshot
-    /// does not know and reports `nil`).
-    public var inFlight: String?
-    /// Why the queue is paused, if it is.
-    public var pause: TaskPause?
-    /// How many times the queue's head (its paused action, if any) has failed.
-    public var attempts: Int
-
-    /// The wall-clock time a timed retry is due, or `nil` when not paused on a timer.
-    public var pausedUntil: Date? {
-        if case .until(let date) = pause { return date }
-        return nil
-    }
-
-    /// Creates a queue snapshot.
-    ///
-    /// - Parameters:
-    ///   - name: The queue's name.
-    ///   - pending: The number of stored actions.
-    ///   - inFlight: The key of the running action, if known.
-    ///   - pause: Why the queue is paused, if it is.
-    ///   - attempts: The failures of the queue's head.
-    public init(name: String, pending: Int, inFlight: String? = nil, pause: TaskPause? = nil, attempts: Int = 0) {
-        self.name = name
-        self.pending = pending
-        self.inFlight = inFlight
-        self.pause = pause
-        self.attempts = attempts
-    }
-}
-
 /// The storage operations a ``TaskQueueBroker`` needs: the backend interface of ``TaskDatabase``.
 ///
 /// The SQLite backend (``TaskDatabase/sqlite(path:configuration:)``) is the embedded default.

@@ -45,8 +45,10 @@ extension SQLiteTaskStorage {
         // in multi-row INSERTs of up to `logChunk` rows: one statement run per chunk.
         var completed: [StoredTask] = []
         completed.reserveCapacity(outcomes.count)
+        // The attempt count is written as a value, not incremented: storing the same outcome twice
+        // (a commit retried after a failure whose fate was unknown) counts it once.
         let fail = try db.cachedStatement(sql: """
-            UPDATE taskbroker_action SET attempts = attempts + 1, pause_kind = ?, pause_until = ?
+            UPDATE taskbroker_action SET attempts = ?, pause_kind = ?, pause_until = ?
             WHERE collection = ? AND key = ? AND revision = ?
             """)
         for outcome in outcomes {
@@ -55,7 +57,7 @@ extension SQLiteTaskStorage {
                 completed.append(task)
             case .failed(let task, let pause):
                 let (kind, until) = columns(for: pause)
-                try fail.execute(arguments: [kind, until, task.collection, task.key, task.revision])
+                try fail.execute(arguments: [task.attempts + 1, kind, until, task.collection, task.key, task.revision])
             }
         }
         var count = try logged ?? Int.fetchOne(db, sql: "SELECT count(*) FROM taskbroker_done") ?? 0

@@ -1,5 +1,5 @@
 public import Foundation
-public import GRDB
+import GRDB
 import QueuePersistence
 import Synchronization
 
@@ -12,7 +12,10 @@ import Synchronization
 ///
 /// A `TaskDatabase` wraps a ``TaskStorage`` backend. ``sqlite(path:configuration:)`` is the embedded
 /// default; ``init(storage:)`` takes any other backend. Every write made through one
-/// `TaskDatabase` wakes the brokers set up on it at once; there is no polling.
+/// `TaskDatabase` wakes the brokers set up on it at once; there is no polling. On Linux, a write
+/// another process commits to the same SQLite file (the `queuekit` tool, an app process that only
+/// enqueues) wakes them too: the file keeps a short journal of changed queues, and the brokers
+/// learn of each commit through inotify.
 public final class TaskDatabase: Sendable {
     /// Tunables of the SQLite backend.
     public struct Configuration: Sendable {
@@ -71,6 +74,40 @@ public final class TaskDatabase: Sendable {
         self.storage = storage
         self.sqlite = storage as? SQLiteTaskStorage
         self.hub = sqlite.map { DatabaseHub.shared(forPath: $0.path) } ?? DatabaseHub()
+    }
+
+    /// Registers a broker: in this process (no other broker of the same name or an overlapping
+    /// prefix) and, on an SQLite file, against brokers of other processes (their locks), then starts
+    /// watching for other processes' changes.
+    func register(_ claim: BrokerClaim) async throws -> BrokerRegistration {
+        let brokerID = try registry.register(claim)
+        guard let sqlite, let locks = hub.locks else {
+            return BrokerRegistration(brokerID: brokerID, claim: claim, hub: hub, watches: false)
+        }
+        var locked = false
+        do {
+            locked = try locks.lock(claim.name)
+            guard locked else {
+                throw TaskBrokerError(
+                    code: .queueAlreadyClaimed,
+                    message: "Another process runs a broker named \"\(claim.name)\" on \(sqlite.path); an SQLite file serves one worker process per broker. Stop it first, or use PostgreSQL (TaskBrokerPostgres) for several worker processes."
+                )
+            }
+            for other in try await sqlite.recordBroker(claim) {
+                if let conflict = claim.conflict(with: other), try locks.isHeldElsewhere(other.name) {
+                    throw TaskBrokerError(
+                        code: .queueAlreadyClaimed,
+                        message: "Another process runs broker \"\(other.name)\" on \(sqlite.path). \(conflict.message)"
+                    )
+                }
+            }
+            try hub.retainWatcher(sqlite)
+        } catch {
+            if locked { locks.unlock(claim.name) }
+            registry.unregister(brokerID)
+            throw error
+        }
+        return BrokerRegistration(brokerID: brokerID, claim: claim, hub: hub, watches: true)
     }
 
     /// Opens (or creates) the SQLite file at `path` in WAL mode and brings its schema up to date.
@@ -196,92 +233,5 @@ public final class TaskDatabase: Sendable {
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
     public func snapshot() async throws -> [TaskQueueSnapshot] {
         try await storage.snapshot()
-    }
-}
-
-/// One write transaction of ``TaskDatabase/write(_:)``: your own SQL through ``db``, actions
-/// through ``save(_:)`` and ``delete(key:collection:)``.
-public final class TaskTransaction {
-    /// The GRDB connection inside the transaction: run your own statements on it.
-    public let db: Database
-    private let encoder = JSONEncoder()
-    fileprivate(set) var changes: [TaskChange] = []
-
-    init(db: Database) {
-        self.db = db
-    }
-
-    /// Enqueues (or replaces) an action as part of this transaction.
-    ///
-    /// - Parameter action: The action to enqueue.
-    /// - Throws: ``TaskBrokerError`` with code `.encodingFailed`, or the database's error.
-    public func save<Action: TaskQueueAction>(_ action: Action) throws {
-        let task = try NewTask(encoding: action, with: encoder)
-        changes += try SQLiteTaskStorage.save([task], in: db).map { .saved($0) }
-    }
-
-    /// Deletes (cancels) an action as part of this transaction.
-    ///
-    /// - Parameters:
-    ///   - key: The action's key.
-    ///   - collection: The action's collection.
-    /// - Returns: `true` if an action was deleted.
-    /// - Throws: The database's error.
-    @discardableResult
-    public func delete(key: String, collection: String) throws -> Bool {
-        guard let deleted = try SQLiteTaskStorage.delete(key: key, collection: collection, in: db) else { return false }
-        changes.append(.deleted(deleted))
-        return true
-    }
-}
-
-@available(*, unavailable)
-extension TaskTransaction: Sendable {}
-
-extension NewTask {
-    init<Action: TaskQueueAction>(encoding action: Action, with encoder: JSONEncoder) throws {
-        let payload: Data
-        do {
-            payload = try encoder.encode(action)
-        } catch {
-            throw TaskBrokerError(
-                code: .encodingFailed,
-                message: "Could not encode action \(action.collection)/\(action.key) as JSON; check its Codable conformance.",
-                underlying: error
-            )
-        }
-        self.init(key: action.key, collection: action.collection, queueName: action.queueName, payload: payload)
-    }
-}
-
-/// A change made through a ``TaskDatabase``, delivered to its brokers after the commit.
-enum TaskChange: Sendable {
-    case saved(StoredTask)
-    case deleted(StoredTask)
-    case resumed(queueNames: [String], tasks: [StoredTask])
-    case purged(queueName: String)
-}
-
-/// Delivers committed changes to the brokers of one database.
-final class ChangeNotifier: Sendable {
-    private let listeners = Mutex<[UInt64: @Sendable ([TaskChange]) -> Void]>([:])
-    private let nextID = Atomic<UInt64>(0)
-
-    func add(_ listener: @escaping @Sendable ([TaskChange]) -> Void) -> UInt64 {
-        let id = nextID.add(1, ordering: .relaxed).newValue
-        listeners.withLock { $0[id] = listener }
-        return id
-    }
-
-    func remove(_ id: UInt64) {
-        _ = listeners.withLock { $0.removeValue(forKey: id) }
-    }
-
-    func notify(_ changes: [TaskChange]) {
-        guard !changes.isEmpty else { return }
-        let current = listeners.withLock { Array($0.values) }
-        for listener in current {
-            listener(changes)
-        }
     }
 }

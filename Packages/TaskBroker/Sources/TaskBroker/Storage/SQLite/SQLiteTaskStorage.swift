@@ -174,6 +174,7 @@ final class SQLiteTaskStorage: TaskStorage {
                     db, sql: "SELECT count(*) FROM taskbroker_action WHERE queue_name = ? AND \(Self.isLive)", arguments: [queueName]
                 ) ?? 0
                 try db.execute(sql: "DELETE FROM taskbroker_action WHERE queue_name = ?", arguments: [queueName])
+                try Self.journal([queueName], in: db)
                 return live
             }
         }
@@ -240,6 +241,12 @@ final class SQLiteTaskStorage: TaskStorage {
             ))
         }
         try db.execute(sql: "UPDATE taskbroker_sequence SET value = ? WHERE id = 1", arguments: [sequence])
+        var seen: Set<String> = []
+        var queues: [String] = []
+        for task in tasks where seen.insert(task.queueName).inserted {
+            queues.append(task.queueName)
+        }
+        try journal(queues, in: db)
         return stored
     }
 
@@ -249,6 +256,7 @@ final class SQLiteTaskStorage: TaskStorage {
             sql: "DELETE FROM taskbroker_action WHERE collection = ? AND key = ? RETURNING \(selectedColumns)",
             arguments: [collection, key]
         ).map(task(from:)) else { return nil }
+        try journal([deleted.queueName], in: db)
         // A completed revision was already gone for every reader.
         let completed = try Bool.fetchOne(
             db, sql: "SELECT EXISTS (SELECT 1 FROM taskbroker_done WHERE revision = ?)", arguments: [deleted.revision]
@@ -258,6 +266,7 @@ final class SQLiteTaskStorage: TaskStorage {
 
     static func resume(_ queueNames: [String], in db: Database) throws -> [StoredTask] {
         var resumed: [StoredTask] = []
+        try journal(queueNames, in: db)
         for name in queueNames {
             resumed += try Row.fetchAll(
                 db,

@@ -4,7 +4,7 @@ import QueuePersistence
 extension SQLiteTaskStorage {
     /// TaskBroker's tables in a shared file: migrations named `taskbroker-…`.
     static var schema: SQLiteSchema {
-        SQLiteSchema(owner: "TaskBroker", migrator: migrator, migrationPrefix: "taskbroker-", version: 3)
+        SQLiteSchema(owner: "TaskBroker", migrator: migrator, migrationPrefix: "taskbroker-", version: 4)
     }
 
     /// The schema history. Add migrations; never edit a shipped one.
@@ -55,6 +55,23 @@ extension SQLiteTaskStorage {
                 CREATE UNIQUE INDEX taskbroker_action_revision ON taskbroker_action(revision);
                 DROP TABLE taskbroker_done;
                 ALTER TABLE taskbroker_done_by_revision RENAME TO taskbroker_done;
+                """)
+        }
+        // The change journal: every save, delete, resume and purge appends the queues it changed,
+        // with the writing process's token, so that brokers of other processes sharing the file
+        // learn of them (``ExternalChangeWatcher``). And the brokers set up on the file, so that
+        // overlapping prefix claims of different processes are refused (``SQLiteBrokerLocks``).
+        migrator.registerMigration("taskbroker-v4-change-journal") { db in
+            try db.execute(sql: """
+                CREATE TABLE taskbroker_change (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    queue_name TEXT NOT NULL,
+                    origin TEXT NOT NULL
+                );
+                CREATE TABLE taskbroker_broker (
+                    name TEXT PRIMARY KEY,
+                    prefix_claim INTEGER NOT NULL
+                );
                 """)
         }
         return migrator

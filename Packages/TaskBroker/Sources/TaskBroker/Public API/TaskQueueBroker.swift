@@ -1,5 +1,6 @@
 public import Foundation
 public import Logging
+public import QueueRetry
 public import ServiceLifecycle
 import Synchronization
 
@@ -27,7 +28,7 @@ public final class TaskQueueBroker: Service, Sendable {
         /// How many queues run an action at the same time. Queues wait for a slot in turn, so a
         /// long queue does not starve the others. Defaults to 16.
         public var maxConcurrentQueues: Int
-        /// How long ``shutdown()`` waits for running handlers. Defaults to 30 s.
+        /// How long ``shutdown()`` waits for running handlers before it cancels them. Defaults to 30 s.
         public var shutdownTimeout: Duration
         /// How long a claim on a queue lasts on a backend shared by several processes. Defaults to 60 s.
         public var leaseDuration: Duration
@@ -40,6 +41,10 @@ public final class TaskQueueBroker: Service, Sendable {
         /// and listens for saves but runs nothing until ``TaskQueueBroker/start()``: subscribe to
         /// ``TaskQueueBroker/events`` in between to receive every event from the first one.
         public var startsAutomatically: Bool
+        /// How long the broker waits before it tries a failed storage operation again (reading a
+        /// queue, claiming a head, storing an outcome): doubling from 50 ms up to 5 s by default.
+        /// The queues concerned keep their place and wait; nothing needs a restart.
+        public var storageRetryBackoff: Backoff
 
         /// Creates a configuration.
         ///
@@ -50,20 +55,23 @@ public final class TaskQueueBroker: Service, Sendable {
         ///   - logger: Where the broker logs.
         ///   - wallClock: The wall clock, read once at start.
         ///   - startsAutomatically: Whether `setup` starts the broker; `false` waits for ``TaskQueueBroker/start()``.
+        ///   - storageRetryBackoff: The delay before a failed storage operation is tried again.
         public init(
             maxConcurrentQueues: Int = 16,
             shutdownTimeout: Duration = .seconds(30),
             leaseDuration: Duration = .seconds(60),
             logger: Logger = Logger(label: "TaskBroker", factory: { _ in SwiftLogNoOpLogHandler() }),
             wallClock: @escaping @Sendable () -> Date = { Date() },
-            startsAutomatically: Bool = true
+            startsAutomatically: Bool = true,
+            storageRetryBackoff: Backoff = Backoff(initial: .milliseconds(50), maximum: .seconds(5))
         ) {
             self.maxConcurrentQueues = max(1, maxConcurrentQueues)
-            self.shutdownTimeout = shutdownTimeout
+            self.shutdownTimeout = max(.zero, shutdownTimeout)
             self.leaseDuration = leaseDuration
             self.logger = logger
             self.wallClock = wallClock
             self.startsAutomatically = startsAutomatically
+            self.storageRetryBackoff = storageRetryBackoff
         }
     }
 
@@ -72,24 +80,22 @@ public final class TaskQueueBroker: Service, Sendable {
     /// The database the broker runs.
     public let database: TaskDatabase
     private let engine: any BrokerEngineProtocol
-    private let brokerID: UInt64
-    private let listenerID: UInt64
+    private let registration: BrokerRegistration
     private let shutdownTimeout: Duration
     private let sleep: @Sendable (Duration) async throws -> Void
-    private let starter: Starter
+    private let driver: Driver
 
     private init(
-        name: String, database: TaskDatabase, engine: any BrokerEngineProtocol, brokerID: UInt64, listenerID: UInt64,
-        shutdownTimeout: Duration, sleep: @escaping @Sendable (Duration) async throws -> Void, starter: Starter
+        name: String, database: TaskDatabase, engine: any BrokerEngineProtocol, registration: BrokerRegistration,
+        shutdownTimeout: Duration, sleep: @escaping @Sendable (Duration) async throws -> Void
     ) {
         self.name = name
         self.database = database
         self.engine = engine
-        self.brokerID = brokerID
-        self.listenerID = listenerID
+        self.registration = registration
         self.shutdownTimeout = shutdownTimeout
         self.sleep = sleep
-        self.starter = starter
+        self.driver = Driver(engine: engine)
     }
 
     /// Sets up and starts a broker that claims every queue whose name starts with `name`
@@ -156,31 +162,33 @@ public final class TaskQueueBroker: Service, Sendable {
         database: TaskDatabase, name: String, handler: Handler, configuration: Configuration,
         clock: some Clock<Duration>, isPrefixClaim: Bool, filter: @escaping @Sendable (String) -> Bool
     ) async throws -> TaskQueueBroker {
-        let stored = try await database.storage.queueNames()
-        let mine = stored.filter(filter)
-        let brokerID = try database.registry.register(.init(name: name, isPrefixClaim: isPrefixClaim), claiming: mine)
+        // Registered before the stored queues are listed: a change another process commits from
+        // now on reaches this broker, and one committed before is in the list.
+        let registration = try await database.register(BrokerClaim(name: name, isPrefixClaim: isPrefixClaim))
+        let mine: [String]
+        do {
+            mine = try await database.storage.queueNames().filter(filter)
+            try registration.claim(mine)
+        } catch {
+            registration.cancel()
+            throw error
+        }
         let time = BrokerTime(clock: clock, wallClock: configuration.wallClock)
         let engine = BrokerEngine(
-            name: name, brokerID: brokerID, handler: handler, storage: database.storage, registry: database.registry,
-            configuration: configuration, time: time, claimFilter: filter
+            name: name, brokerID: registration.brokerID, handler: handler, storage: database.storage,
+            registry: database.registry, configuration: configuration, time: time, initialQueues: mine, claimFilter: filter
         )
         // Listen before loading: a save that lands during the load is applied after it.
-        let listenerID = database.notifier.add { [mailbox = engine.mailbox] changes in
-            mailbox.post(.changes(changes))
-        }
-        let starter = Starter {
-            Task {
-                await engine.run(initialQueues: mine)
-            }
-        }
+        registration.listen { changes in engine.apply(changes) }
+        let broker = TaskQueueBroker(
+            name: name, database: database, engine: engine, registration: registration,
+            shutdownTimeout: configuration.shutdownTimeout, sleep: time.sleep
+        )
         if configuration.startsAutomatically {
-            starter.start()
+            broker.start()
         }
         configuration.logger.debug("broker \(name) set up with \(mine.count) stored queue(s)")
-        return TaskQueueBroker(
-            name: name, database: database, engine: engine, brokerID: brokerID, listenerID: listenerID,
-            shutdownTimeout: configuration.shutdownTimeout, sleep: time.sleep, starter: starter
-        )
+        return broker
     }
 
     /// Starts a broker set up with ``Configuration/startsAutomatically`` `false`: stored actions
@@ -193,8 +201,11 @@ public final class TaskQueueBroker: Service, Sendable {
     /// let events = broker.events      // sees everything, from the first `.started`
     /// broker.start()
     /// ```
+    ///
+    /// The broker then runs in a task of its own that ``shutdown()`` ends and waits for. To run it
+    /// in a task of yours instead, call ``run()`` (a `ServiceGroup` does) rather than `start()`.
     public func start() {
-        starter.start()
+        driver.startInOwnTask()
     }
 
     /// The name of a queue this broker claims: `name + "-" + suffix`.
@@ -223,29 +234,40 @@ public final class TaskQueueBroker: Service, Sendable {
         engine.events.stream()
     }
 
-    /// The state of every stored queue this broker claims, including the action it is running.
+    /// The state of every stored queue this broker claims, including the action it is running and
+    /// whether it waits on storage.
     ///
     /// - Returns: One snapshot per queue, sorted by name.
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
     public func snapshot() async throws -> [TaskQueueSnapshot] {
-        let inFlight = engine.inFlight()
+        let view = engine.view()
         var snapshots = try await database.snapshot().filter { engine.accepts($0.name) }
         for index in snapshots.indices {
-            snapshots[index].inFlight = inFlight[snapshots[index].name]
+            snapshots[index].inFlight = view.inFlight[snapshots[index].name]
+            snapshots[index].storageFailure = view.storageFailures[snapshots[index].name]
         }
-        for (queueName, key) in inFlight where !snapshots.contains(where: { $0.name == queueName }) {
-            snapshots.append(TaskQueueSnapshot(name: queueName, pending: 0, inFlight: key))
+        let listed = Set(snapshots.map(\.name))
+        for queueName in Set(view.inFlight.keys).union(view.storageFailures.keys) where !listed.contains(queueName) {
+            snapshots.append(TaskQueueSnapshot(
+                name: queueName, pending: 0, inFlight: view.inFlight[queueName], storageFailure: view.storageFailures[queueName]
+            ))
         }
         return snapshots.sorted { $0.name < $1.name }
     }
 
     /// Stops taking actions and waits for the running handlers, up to the configured
-    /// `shutdownTimeout`. Their outcomes are stored; an action whose handler has not finished by
-    /// then stays stored and runs again at the next start. Calling it again does nothing.
+    /// `shutdownTimeout`; their outcomes are stored. After the timeout the handlers still running
+    /// are cancelled (an ``AsyncTaskQueueHandler`` sees `Task.isCancelled`) and what they return is
+    /// ignored: their actions stay stored and run again at the next start. Outcomes that arrived
+    /// before are stored.
+    ///
+    /// When it returns, no task or thread of the broker is left: no handler starts and nothing is
+    /// written any more. (A handler that ignores cancellation is your code and keeps running, but
+    /// the broker no longer waits for it or listens to it.) Calling it again does nothing.
     public func shutdown() async {
+        engine.stop()
         // A broker that never started starts only to stop at once (it runs nothing new).
-        engine.stop(abandon: false)
-        starter.start()
+        driver.startInOwnTask()
         let timeout = shutdownTimeout
         let sleep = self.sleep
         let engine = self.engine
@@ -253,47 +275,80 @@ public final class TaskQueueBroker: Service, Sendable {
             group.addTask { await engine.finished.wait() }
             group.addTask { try? await sleep(timeout) }
             await group.next()
-            engine.stop(abandon: true)
+            engine.abandon()
             group.cancelAll()
         }
-        await engine.finished.wait()
-        database.notifier.remove(listenerID)
-        database.registry.unregister(brokerID)
+        await driver.wait()
+        registration.cancel()
     }
 
-    /// Runs until the service group shuts down gracefully (SIGTERM) or the task is cancelled,
-    /// then calls ``shutdown()``. The broker already runs from `setup` (or starts here if it was
-    /// set up with ``Configuration/startsAutomatically`` `false`); `run()` ties its life to a
-    /// `ServiceGroup`.
+    /// Runs the broker in the calling task until the service group shuts down gracefully
+    /// (SIGTERM) or the task is cancelled, then shuts it down (see ``shutdown()``).
+    ///
+    /// With ``Configuration/startsAutomatically`` `false` the broker runs right here, in your task;
+    /// if `setup` already started it, `run()` ties its life to your task (a `ServiceGroup`).
     ///
     /// - Throws: Nothing today; `throws` for `Service`.
     public func run() async throws {
-        start()
-        await withTaskCancellationHandler {
-            await withGracefulShutdownHandler {
-                await engine.finished.wait()
-            } onGracefulShutdown: {
-                Task { await self.shutdown() }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.driver.runHere() }
+            group.addTask {
+                // Returns when the service group shuts down gracefully; throws when this task is
+                // cancelled (then the shutdown gives running handlers no time).
+                try? await gracefulShutdown()
+                await self.shutdown()
             }
-        } onCancel: {
-            Task { await self.shutdown() }
+            // The driver ends only through a shutdown (this one, or the user's own call).
+            await group.next()
+            group.cancelAll()
         }
     }
 }
 
-/// Runs a start closure once.
-final class Starter: Sendable {
-    private let pending: Mutex<(@Sendable () -> Void)?>
-
-    init(_ start: @escaping @Sendable () -> Void) {
-        pending = Mutex(start)
+/// Where a broker's driver runs: in a task of its own (`setup`, ``TaskQueueBroker/start()``) or in
+/// the task that calls ``TaskQueueBroker/run()``; whichever comes first, once.
+final class Driver: Sendable {
+    private enum State {
+        case idle
+        case ownTask(Task<Void, Never>)
+        case callersTask
     }
 
-    func start() {
-        let start = pending.withLock { pending in
-            defer { pending = nil }
-            return pending
+    private let engine: any BrokerEngineProtocol
+    private let state = Mutex(State.idle)
+
+    init(engine: any BrokerEngineProtocol) {
+        self.engine = engine
+    }
+
+    /// Starts the driver in a task of its own, unless it already runs. ``wait()`` joins that task.
+    func startInOwnTask() {
+        state.withLock { state in
+            guard case .idle = state else { return }
+            let engine = self.engine
+            state = .ownTask(Task { await engine.run() })
         }
-        start?()
+    }
+
+    /// Runs the driver in the calling task, or waits for it if it already runs elsewhere.
+    func runHere() async {
+        let runsHere = state.withLock { state -> Bool in
+            guard case .idle = state else { return false }
+            state = .callersTask
+            return true
+        }
+        if runsHere {
+            await engine.run()
+        } else {
+            await engine.finished.wait()
+        }
+    }
+
+    /// Returns once the driver has ended and every task it owns with it.
+    func wait() async {
+        if case .ownTask(let task) = state.withLock({ $0 }) {
+            await task.value
+        }
+        await engine.finished.wait()
     }
 }

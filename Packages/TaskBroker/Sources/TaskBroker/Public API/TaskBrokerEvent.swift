@@ -20,6 +20,26 @@ public enum TaskBrokerEvent: Sendable, Hashable {
     /// pauses the queue, so it emits no `.resumed`: `.failed` is followed directly by the next
     /// `.started` of the same action.
     case resumed(queueName: String)
+    /// A storage operation failed; the queues it concerns keep their place and their order and
+    /// wait, and the operation is tried again after `retryIn` (a capped exponential backoff). Nothing
+    /// needs a restart: ``storageRecovered(operation:queueNames:)`` follows once it succeeds.
+    /// ``TaskQueueBroker/snapshot()`` shows the waiting queues' ``TaskQueueSnapshot/storageFailure``.
+    case storageFailed(operation: TaskStorageOperation, queueNames: [String], message: String, retryIn: Duration)
+    /// A storage operation that had failed succeeded again for these queues; they go on.
+    case storageRecovered(operation: TaskStorageOperation, queueNames: [String])
     /// The broker has stopped; no further events follow.
     case stopped
+}
+
+/// The storage operations a broker retries when they fail, as ``TaskBrokerEvent/storageFailed(operation:queueNames:message:retryIn:)``
+/// reports them.
+public enum TaskStorageOperation: String, Sendable, Hashable, CustomStringConvertible {
+    /// Reading a queue's stored actions.
+    case load
+    /// Claiming the heads about to run (backends shared by several processes).
+    case claim
+    /// Storing what became of the actions that ran.
+    case store
+
+    public var description: String { rawValue }
 }

@@ -1,0 +1,374 @@
+import Foundation
+import Logging
+import Metrics
+import QueueRetry
+import Synchronization
+
+/// The part of a broker that does not depend on the handler's type.
+protocol BrokerEngineProtocol: Sendable {
+    var events: EventBroadcaster { get }
+    var finished: Latch { get }
+    /// Runs the broker until it stops; returns only when no task or thread of it is left.
+    func run() async
+    /// Stops taking actions; running handlers finish and their outcomes are stored.
+    func stop()
+    /// Gives up on running handlers (the shutdown timeout passed): cancels them and ignores what they return.
+    func abandon()
+    /// What the broker runs and what waits on storage, per queue.
+    func view() -> BrokerView
+    func accepts(_ queueName: String) -> Bool
+    /// Applies committed changes (a listener of the database's notifier).
+    func apply(_ changes: [TaskChange])
+}
+
+/// What ``TaskQueueBroker/snapshot()`` adds to the stored state.
+struct BrokerView: Sendable {
+    /// The key of the action in flight, per queue.
+    var inFlight: [String: String] = [:]
+    /// Why a queue waits on storage, per queue.
+    var storageFailures: [String: String] = [:]
+}
+
+/// The thin async shell around ``BrokerStateMachine``: it feeds the machine what happened and
+/// carries out what the machine decides, inside one task group owned by ``run()``.
+///
+/// Handlers, timers, loads, claims and the committer report back through one ``Mailbox``; the
+/// driver loop takes everything posted so far in one go, hands it to the machine, and performs
+/// the outputs. Nothing here decides anything: the rules live in the machine and are tested there.
+final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
+    let name: String
+    let owner: String
+    /// How an action is run: ``AsyncTaskQueueHandler/handle(_:context:)`` when the handler has
+    /// the `async` form (decided once, not per action), else its callback bridged to `async`.
+    let handle: @Sendable (Handler.Action, TaskContext) async -> TaskResult
+    let storage: any TaskStorage
+    /// `storage` when it is the embedded backend (cast once, not per action).
+    let sqlite: SQLiteTaskStorage?
+    let configuration: TaskQueueBroker.Configuration
+    let time: BrokerTime
+    let claimFilter: @Sendable (String) -> Bool
+    let registry: ClaimRegistry
+    let brokerID: UInt64
+    let initialQueues: [String]
+    let mailbox = Mailbox<BrokerStateMachine.Input>()
+    let committer: any OutcomeCommitter
+    let handlers = HandlerTasks()
+    let events = EventBroadcaster()
+    let finished = Latch()
+    private let currentView = Mutex(BrokerView())
+    let logger: Logger
+    let metrics: BrokerMetrics
+
+    init(
+        name: String, brokerID: UInt64, handler: Handler, storage: any TaskStorage, registry: ClaimRegistry,
+        configuration: TaskQueueBroker.Configuration, time: BrokerTime, initialQueues: [String],
+        claimFilter: @escaping @Sendable (String) -> Bool
+    ) {
+        self.name = name
+        self.owner = "\(name)#\(brokerID)@\(ProcessIdentity.token)"
+        self.brokerID = brokerID
+        if let asyncHandler = handler as? any AsyncTaskQueueHandler<Handler.Action> {
+            handle = { action, context in await asyncHandler.handle(action, context: context) }
+        } else {
+            handle = { action, _ in await handler.handleThroughCallback(action) }
+        }
+        self.storage = storage
+        self.sqlite = storage as? SQLiteTaskStorage
+        self.registry = registry
+        self.configuration = configuration
+        self.time = time
+        self.initialQueues = initialQueues
+        self.claimFilter = claimFilter
+        var logger = configuration.logger
+        logger[metadataKey: "broker"] = "\(name)"
+        self.logger = logger
+        self.metrics = BrokerMetrics(broker: name)
+        if let sqlite {
+            committer = SQLiteOutcomeCommitter(storage: sqlite, mailbox: mailbox)
+        } else {
+            committer = AsyncOutcomeCommitter(storage: storage, owner: owner, mailbox: mailbox)
+        }
+    }
+
+    func accepts(_ queueName: String) -> Bool {
+        claimFilter(queueName)
+    }
+
+    func stop() {
+        mailbox.post(.shutdown)
+    }
+
+    func abandon() {
+        mailbox.post(.abandon)
+    }
+
+    func view() -> BrokerView {
+        currentView.withLock { $0 }
+    }
+
+    func apply(_ changes: [TaskChange]) {
+        let since = time.elapsed()
+        let decoder = JSONDecoder()
+        var applied: [BrokerChange] = []
+        applied.reserveCapacity(changes.count)
+        for change in changes {
+            switch change {
+            case .saved(let task):
+                let action = try? decoder.decode(Handler.Action.self, from: task.payload)
+                applied.append(.saved(BrokerEntry(task: task, action: action.map { TypedActionBox($0) }, since: since)))
+            case .deleted(let task):
+                applied.append(.deleted(task))
+            case .resumed(let queueNames, _):
+                applied.append(.resumed(queueNames))
+            case .purged(let queueName):
+                applied.append(.purged(queueName))
+            case .external(let queueNames):
+                applied.append(.reload(queueNames))
+            }
+        }
+        mailbox.post(.changes(applied))
+    }
+
+    // MARK: - The driver
+
+    func run() async {
+        let registry = self.registry
+        let brokerID = self.brokerID
+        let filter = claimFilter
+        var machine = BrokerStateMachine(
+            configuration: .init(
+                maxConcurrentQueues: configuration.maxConcurrentQueues,
+                claimsHeads: sqlite == nil,
+                storageBackoff: configuration.storageRetryBackoff
+            ),
+            accepts: { queueName in filter(queueName) && registry.own(queueName, by: brokerID) }
+        )
+        var outputs: [BrokerStateMachine.Output] = []
+        var timers: [UInt64: BrokerTimer] = [:]
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.committer.run() }
+            machine.handle([.start(initialQueues)], into: &outputs)
+            var done = perform(&outputs, timers: &timers, group: &group)
+            while !done, let inputs = await mailbox.next() {
+                machine.handle(inputs, into: &outputs)
+                done = perform(&outputs, timers: &timers, group: &group)
+            }
+            // Stopped: nothing is queued for the committer any more (or it was drained after a
+            // timeout). Loads, claims and timers still under way are cancelled; the group waits
+            // for every child, the committer's thread included, before `run()` returns.
+            committer.drain()
+            for timer in timers.values {
+                timer.cancel()
+            }
+            group.cancelAll()
+        }
+        mailbox.close()
+        currentView.withLock { $0 = BrokerView() }
+        logger.debug("broker stopped")
+        events.yield(.stopped)
+        events.finish()
+        finished.open()
+    }
+
+    /// Carries out the machine's outputs; `true` once the broker has stopped.
+    private func perform(
+        _ outputs: inout [BrokerStateMachine.Output], timers: inout [UInt64: BrokerTimer], group: inout DiscardingTaskGroup
+    ) -> Bool {
+        defer { outputs.removeAll(keepingCapacity: true) }
+        var done = false
+        for output in outputs {
+            switch output {
+            case .load(let queueNames):
+                group.addTask { await self.load(queueNames) }
+            case .claim(let heads):
+                group.addTask { await self.claim(heads) }
+            case .run(let entries):
+                let runs = entries.compactMap(makeRun)
+                group.addTask { self.launch(runs) }
+            case .store(let outcomes):
+                committer.submit(outcomes)
+            case .startTimer(let token, let delay):
+                let timer = BrokerTimer()
+                timers[token] = timer
+                let duration: Duration
+                switch delay {
+                case .after(let after): duration = after
+                case .until(let date): duration = Duration(timeInterval: max(0, date.timeIntervalSince(time.now())))
+                }
+                let sleep = time.sleep
+                let mailbox = self.mailbox
+                group.addTask {
+                    if await timer.sleep(for: duration, using: sleep) {
+                        mailbox.post(.timerFired(token))
+                    }
+                }
+            case .cancelTimer(let token):
+                timers.removeValue(forKey: token)?.cancel()
+            case .emit(let event):
+                report(event)
+            case .cancelHandlers:
+                logger.warning("shutdown timeout passed: cancelling running handlers; their actions stay stored and run again at the next start")
+                handlers.cancelAll()
+            case .drainCommitter:
+                committer.drain()
+            case .finish:
+                done = true
+            }
+        }
+        return done
+    }
+
+    // MARK: - Storage
+
+    private func load(_ queueNames: [String]) async {
+        let since = time.elapsed()
+        let mailbox = self.mailbox
+        if let sqlite {
+            // One scan for all the queues; each is posted as soon as it is read and decoded.
+            let unreported = Mutex(Set(queueNames))
+            do {
+                try await sqlite.readQueues(queueNames) { queueName, tasks in
+                    unreported.withLock { _ = $0.remove(queueName) }
+                    let entries = BrokerEntry.decode(tasks, as: Handler.Action.self, since: since)
+                    mailbox.post(.loaded([queueName: entries], requested: [queueName]))
+                }
+                let empty = unreported.withLock { Array($0) }
+                if !empty.isEmpty { mailbox.post(.loaded([:], requested: empty)) }
+            } catch {
+                mailbox.post(.loadFailed(unreported.withLock { Array($0) }.sorted(), message: "\(error)"))
+            }
+            return
+        }
+        for queueName in queueNames {
+            do {
+                let entries = BrokerEntry.decode(try await storage.tasks(inQueue: queueName), as: Handler.Action.self, since: since)
+                mailbox.post(.loaded([queueName: entries], requested: [queueName]))
+            } catch {
+                mailbox.post(.loadFailed([queueName], message: "\(error)"))
+            }
+        }
+    }
+
+    private func claim(_ heads: [StoredTask]) async {
+        do {
+            let granted = try await storage.claim(heads, owner: owner, leaseDuration: configuration.leaseDuration)
+            mailbox.post(.claimed(heads, granted: granted))
+        } catch {
+            mailbox.post(.claimFailed(heads, message: "\(error)"))
+        }
+    }
+
+    // MARK: - Running handlers
+
+    /// What runs one action's handler and hands its outcome over (`nil` when it does not decode).
+    private func makeRun(_ entry: BrokerEntry) -> (@Sendable (LaunchGroup) async -> Void)? {
+        guard let action = (entry.action as? TypedActionBox<Handler.Action>)?.value else { return nil }
+        let task = entry.task
+        let now = time.elapsed()
+        metrics.queueWait.recordNanoseconds(max(0, (now - entry.since).nanoseconds))
+        let handle = self.handle
+        let time = self.time
+        let metrics = self.metrics
+        let committer = self.committer
+        let context = TaskContext(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.attempts + 1)
+        return { launch in
+            let result = await handle(action, context)
+            metrics.handleDuration.recordNanoseconds(max(0, (time.elapsed() - now).nanoseconds))
+            let pause: TaskPause?
+            switch result {
+            case .success: pause = nil
+            case .retry(let after): pause = after > .zero ? .until(time.now().addingTimeInterval(after.timeInterval)) : nil
+            case .waitForRestart: pause = .untilRestart
+            }
+            let outcome = BrokerOutcome(task: task, result: result, pause: pause)
+            // Straight to the committer (through the launch while it still starts handlers):
+            // outcomes that arrive while a commit runs share the next one.
+            if !launch.collect(outcome) {
+                committer.submit([outcome])
+            }
+        }
+    }
+
+    /// Starts the handlers of one launch, each at once on this task until its first suspension.
+    /// The outcomes of handlers that finish without suspending reach the committer together when
+    /// the launch ends: one wake-up, and they share one commit.
+    private func launch(_ runs: [@Sendable (LaunchGroup) async -> Void]) {
+        let launch = LaunchGroup()
+        for run in runs {
+            handlers.start { await run(launch) }
+        }
+        committer.submit(launch.close())
+    }
+
+    // MARK: - Events
+
+    private func report(_ event: TaskBrokerEvent) {
+        switch event {
+        case .started(let queueName, let key, _, _):
+            currentView.withLock { $0.inFlight[queueName] = key }
+        case .succeeded(let queueName, _, _):
+            currentView.withLock { _ = $0.inFlight.removeValue(forKey: queueName) }
+            metrics.handled.increment()
+        case .failed(let queueName, let key, let collection, let result):
+            currentView.withLock { _ = $0.inFlight.removeValue(forKey: queueName) }
+            metrics.failed.increment()
+            if case .retry = result { metrics.retried.increment() }
+            logger.debug("action \(collection)/\(key) of \(queueName) failed: \(result)")
+        case .discarded(let queueName, _, _):
+            currentView.withLock { _ = $0.inFlight.removeValue(forKey: queueName) }
+        case .undecodable(let queueName, let key, let collection):
+            logger.error("action \(collection)/\(key) of \(queueName) does not decode as \(Handler.Action.self); pausing its queue until restarted")
+        case .storageFailed(let operation, let queueNames, let message, let retryIn):
+            currentView.withLock { view in
+                for queueName in queueNames {
+                    view.storageFailures[queueName] = "\(operation) failed: \(message)"
+                }
+            }
+            metrics.storageFailures(operation).increment()
+            logger.error(
+                "could not \(operation) for \(queueNames.count) queue(s) (\(Self.summary(queueNames))); they wait and it is tried again in \(retryIn): \(message)"
+            )
+        case .storageRecovered(let operation, let queueNames):
+            currentView.withLock { view in
+                for queueName in queueNames {
+                    view.storageFailures[queueName] = nil
+                }
+            }
+            logger.notice("\(operation) works again for \(queueNames.count) queue(s) (\(Self.summary(queueNames)))")
+        case .resumed, .stopped:
+            break
+        }
+        events.yield(event)
+    }
+
+    /// The first queue names of a list, for a log line.
+    private static func summary(_ queueNames: [String]) -> String {
+        let shown = queueNames.prefix(5).joined(separator: ", ")
+        return queueNames.count > 5 ? "\(shown), and \(queueNames.count - 5) more" : shown
+    }
+}
+
+/// A broker's counters and timers (swift-metrics; silent unless a backend is bootstrapped).
+struct BrokerMetrics: Sendable {
+    let broker: String
+    let handled: Counter
+    let failed: Counter
+    let retried: Counter
+    let queueWait: Metrics.Timer
+    let handleDuration: Metrics.Timer
+
+    init(broker: String) {
+        self.broker = broker
+        let dimensions = [("broker", broker)]
+        handled = Counter(label: "taskbroker_actions_handled", dimensions: dimensions)
+        failed = Counter(label: "taskbroker_actions_failed", dimensions: dimensions)
+        retried = Counter(label: "taskbroker_actions_retried", dimensions: dimensions)
+        queueWait = Metrics.Timer(label: "taskbroker_queue_wait", dimensions: dimensions)
+        handleDuration = Metrics.Timer(label: "taskbroker_handle_duration", dimensions: dimensions)
+    }
+
+    /// Failed storage operations of one kind (each retried after a backoff).
+    func storageFailures(_ operation: TaskStorageOperation) -> Counter {
+        Counter(label: "taskbroker_storage_failures", dimensions: [("broker", broker), ("operation", operation.rawValue)])
+    }
+}

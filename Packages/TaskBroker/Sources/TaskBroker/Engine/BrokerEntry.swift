@@ -1,0 +1,121 @@
+import Foundation
+
+/// An action a broker knows of: its stored version, the decoded action and when the broker
+/// learned of it (for the queue-wait metric).
+struct BrokerEntry: Sendable {
+    var task: StoredTask
+    /// The decoded action, or `nil` when the payload does not decode as the handler's type.
+    var action: (any BrokerActionBox)?
+    /// When the broker learned of this version, on the broker's clock.
+    var since: Duration
+
+    var id: BrokerActionID { BrokerActionID(task) }
+}
+
+/// What became of a run, on its way to the database.
+struct BrokerOutcome: Sendable {
+    let task: StoredTask
+    let result: TaskResult
+    let pause: TaskPause?
+
+    var stored: TaskOutcome {
+        result == .success ? .completed(task) : .failed(task, pause: pause)
+    }
+}
+
+/// An action's identity: its collection and key.
+struct BrokerActionID: Hashable, Sendable {
+    let collection: String
+    let key: String
+
+    init(_ task: StoredTask) {
+        collection = task.collection
+        key = task.key
+    }
+}
+
+/// A committed change that a broker applies to the queues it holds.
+enum BrokerChange: Sendable {
+    /// An action was saved (enqueued or replaced).
+    case saved(BrokerEntry)
+    /// An action was deleted (cancelled).
+    case deleted(StoredTask)
+    /// The pauses of these queues were cleared.
+    case resumed([String])
+    /// Every action of this queue was deleted.
+    case purged(String)
+    /// These queues changed in a way the broker cannot replay (another process wrote them): read
+    /// them again.
+    case reload([String])
+}
+
+/// A decoded action, type-erased so that the state machine is not generic.
+protocol BrokerActionBox: AnyObject, Sendable {
+    /// Orders two actions of one queue (`sort`); both boxes come from the same engine.
+    func order(before other: any BrokerActionBox) -> ComparisonResult
+}
+
+/// The box of an action of type `Action`.
+final class TypedActionBox<Action: TaskQueueAction>: BrokerActionBox {
+    let value: Action
+
+    init(_ value: Action) {
+        self.value = value
+    }
+
+    func order(before other: any BrokerActionBox) -> ComparisonResult {
+        guard let other = other as? TypedActionBox<Action> else { return .orderedSame }
+        return value.sort(other.value)
+    }
+}
+
+extension BrokerEntry {
+    /// Whether `self` runs before `other` in one queue: by `sort`, then by enqueue order.
+    func runs(before other: BrokerEntry) -> Bool {
+        if let left = action, let right = other.action {
+            switch left.order(before: right) {
+            case .orderedAscending: return true
+            case .orderedDescending: return false
+            case .orderedSame: break
+            }
+        }
+        return task.position < other.task.position
+    }
+
+    /// Decodes a queue's stored actions (in position order) and sorts them in run order, the
+    /// paused action first if there is one.
+    static func decode<Action: TaskQueueAction>(
+        _ tasks: [StoredTask], as _: Action.Type, since: Duration, decoder: JSONDecoder = JSONDecoder()
+    ) -> [BrokerEntry] {
+        var paused: BrokerEntry?
+        var decoded: [(task: StoredTask, action: Action?)] = []
+        decoded.reserveCapacity(tasks.count)
+        for task in tasks {
+            let action = try? decoder.decode(Action.self, from: task.payload)
+            if task.pause != nil && paused == nil {
+                paused = BrokerEntry(task: task, action: action.map { TypedActionBox($0) }, since: since)
+            } else {
+                decoded.append((task, action))
+            }
+        }
+        // Sorted while still typed (no casts per comparison). The standard library's sort is
+        // stable: equal actions keep enqueue order.
+        decoded.sort { lhs, rhs in
+            if let left = lhs.action, let right = rhs.action {
+                switch left.sort(right) {
+                case .orderedAscending: return true
+                case .orderedDescending: return false
+                case .orderedSame: break
+                }
+            }
+            return lhs.task.position < rhs.task.position
+        }
+        var entries: [BrokerEntry] = []
+        entries.reserveCapacity(decoded.count + 1)
+        if let paused { entries.append(paused) }
+        for item in decoded {
+            entries.append(BrokerEntry(task: item.task, action: item.action.map { TypedActionBox($0) }, since: since))
+        }
+        return entries
+    }
+}

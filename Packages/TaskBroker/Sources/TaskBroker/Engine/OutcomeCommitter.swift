@@ -1,0 +1,103 @@
+import Foundation
+import Synchronization
+
+/// Stores the outcomes of finished actions: everything handed over while a commit runs goes into
+/// the next one, in one transaction. It reports each commit to the engine's mailbox (`stored` or
+/// `storeFailed`) and, once drained, `committerDrained`.
+///
+/// Handlers hand their outcomes straight to the committer, not through the engine: a queue's
+/// next action starts only after its previous outcome is committed, so the path from a handler's
+/// return to the commit is the broker's critical path.
+protocol OutcomeCommitter: Sendable {
+    /// Hands outcomes over.
+    ///
+    /// - Returns: `false` once the committer is drained: the outcomes were dropped (their actions
+    ///   stay stored as they were and run again at the next start).
+    @discardableResult
+    func submit(_ outcomes: [BrokerOutcome]) -> Bool
+
+    /// Accepts no more outcomes; stores those already handed over, then reports `committerDrained`
+    /// and lets ``run()`` return.
+    func drain()
+
+    /// Stores outcomes until drained. The engine runs it as a child of its task group.
+    func run() async
+}
+
+/// The committer of the embedded SQLite backend: a thread of its own that commits with GRDB's
+/// blocking API. A commit then costs no executor hops (most of its latency on a busy machine),
+/// and the blocking fsync never runs on Swift's cooperative pool.
+final class SQLiteOutcomeCommitter: OutcomeCommitter {
+    private let storage: SQLiteTaskStorage
+    private let queue = BlockingQueue<BrokerOutcome>()
+    private let mailbox: Mailbox<BrokerStateMachine.Input>
+
+    init(storage: SQLiteTaskStorage, mailbox: Mailbox<BrokerStateMachine.Input>) {
+        self.storage = storage
+        self.mailbox = mailbox
+    }
+
+    func submit(_ outcomes: [BrokerOutcome]) -> Bool {
+        queue.push(contentsOf: outcomes)
+    }
+
+    func drain() {
+        queue.close()
+    }
+
+    /// Starts the thread and returns when it has ended: the thread is owned by the caller's task.
+    func run() async {
+        let ended = Latch()
+        let queue = self.queue
+        let storage = self.storage
+        let mailbox = self.mailbox
+        // The thread ends once `drain()` is called and what was queued is stored; `ended` joins it.
+        Thread.detachNewThread {
+            while let batch = queue.popAll() {
+                do {
+                    try storage.finishBlocking(batch.map(\.stored))
+                    mailbox.post(.stored(batch))
+                } catch {
+                    mailbox.post(.storeFailed(batch, message: "\(error)"))
+                }
+            }
+            mailbox.post(.committerDrained)
+            ended.open()
+        }
+        await ended.wait()
+    }
+}
+
+/// The committer of any other backend: a loop in a child task of the engine's task group.
+final class AsyncOutcomeCommitter: OutcomeCommitter {
+    private let storage: any TaskStorage
+    private let owner: String
+    private let inbox = Mailbox<BrokerOutcome>()
+    private let mailbox: Mailbox<BrokerStateMachine.Input>
+
+    init(storage: any TaskStorage, owner: String, mailbox: Mailbox<BrokerStateMachine.Input>) {
+        self.storage = storage
+        self.owner = owner
+        self.mailbox = mailbox
+    }
+
+    func submit(_ outcomes: [BrokerOutcome]) -> Bool {
+        inbox.post(contentsOf: outcomes)
+    }
+
+    func drain() {
+        inbox.close()
+    }
+
+    func run() async {
+        while let batch = await inbox.next() {
+            do {
+                try await storage.finish(batch.map(\.stored), owner: owner)
+                mailbox.post(.stored(batch))
+            } catch {
+                mailbox.post(.storeFailed(batch, message: "\(error)"))
+            }
+        }
+        mailbox.post(.committerDrained)
+    }
+}

@@ -1,0 +1,50 @@
+import Synchronization
+
+/// A broker's place among the brokers of a database: its claim in this process, its lock against
+/// other processes (SQLite), its change listener and the watcher for other processes' changes.
+/// ``cancel()`` gives all of it back.
+final class BrokerRegistration: Sendable {
+    let brokerID: UInt64
+    private let claim: BrokerClaim
+    private let hub: DatabaseHub
+    private let watches: Bool
+    private let state = Mutex<(listener: UInt64?, cancelled: Bool)>((nil, false))
+
+    init(brokerID: UInt64, claim: BrokerClaim, hub: DatabaseHub, watches: Bool) {
+        self.brokerID = brokerID
+        self.claim = claim
+        self.hub = hub
+        self.watches = watches
+    }
+
+    /// Takes the stored queues the broker claims.
+    ///
+    /// - Throws: `queueAlreadyClaimed` when another broker of this process owns one of them.
+    func claim(_ queues: [String]) throws {
+        try hub.registry.claim(queues, by: brokerID)
+    }
+
+    /// Delivers every change committed from now on to `listener`.
+    func listen(_ listener: @escaping @Sendable ([TaskChange]) -> Void) {
+        let id = hub.notifier.add(listener)
+        let cancelled = state.withLock { state -> Bool in
+            state.listener = id
+            return state.cancelled
+        }
+        if cancelled { hub.notifier.remove(id) }
+    }
+
+    /// Gives everything back; calling it again does nothing.
+    func cancel() {
+        let listener = state.withLock { state -> UInt64?? in
+            guard !state.cancelled else { return .none }
+            state.cancelled = true
+            return .some(state.listener)
+        }
+        guard let listener else { return }
+        if let listener { hub.notifier.remove(listener) }
+        hub.registry.unregister(brokerID)
+        hub.locks?.unlock(claim.name)
+        if watches { hub.releaseWatcher() }
+    }
+}

@@ -1,0 +1,79 @@
+import Foundation
+import GRDB
+
+// The change journal (read by other processes' ``ExternalChangeWatcher``) and the table of the
+// brokers set up on the file.
+extension SQLiteTaskStorage {
+    /// How many journal entries are kept; a watcher further behind rereads every queue name.
+    static let journalLength: Int64 = 16_384
+
+    /// Appends the queues a write changed to the change journal, in the write's transaction.
+    static func journal(_ queueNames: some Sequence<String>, in db: Database) throws {
+        let statement = try db.cachedStatement(sql: "INSERT INTO taskbroker_change (queue_name, origin) VALUES (?, ?)")
+        var last: Int64 = 0
+        for queueName in queueNames {
+            try statement.execute(arguments: [queueName, ProcessIdentity.token])
+            last = db.lastInsertedRowID
+        }
+        if last > 0, last % 1024 == 0 {
+            try db.execute(sql: "DELETE FROM taskbroker_change WHERE seq <= ?", arguments: [last - journalLength])
+        }
+    }
+
+    /// What ``readJournal(after:)`` found.
+    struct JournalRead {
+        var entries: [(queueName: String, origin: String)]
+        /// The newest entry read (or `after` when there is none).
+        var latest: Int64
+        /// Entries past `after` were pruned before they were read.
+        var fellBehind: Bool
+    }
+
+    /// The newest journal entry, or 0.
+    func journalHead() throws -> Int64 {
+        try pool.read { db in
+            try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'taskbroker_change'") ?? 0
+        }
+    }
+
+    /// The journal entries after `after`, blocking the calling thread (the watcher's own queue).
+    func readJournal(after: Int64) throws -> JournalRead {
+        try pool.read { db in
+            let oldest = try Int64.fetchOne(db, sql: "SELECT min(seq) FROM taskbroker_change")
+            var read = JournalRead(entries: [], latest: after, fellBehind: false)
+            if let oldest, oldest > after + 1 {
+                read.fellBehind = true
+            }
+            let rows = try Row.fetchCursor(
+                db, sql: "SELECT seq, queue_name, origin FROM taskbroker_change WHERE seq > ? ORDER BY seq", arguments: [after]
+            )
+            while let row = try rows.next() {
+                read.latest = row[0]
+                read.entries.append((row[1], row[2]))
+            }
+            return read
+        }
+    }
+
+    /// ``queueNames()`` for a thread of its own.
+    func queueNamesBlocking() throws -> [String] {
+        try pool.read { db in
+            try String.fetchAll(db, sql: "SELECT DISTINCT queue_name FROM taskbroker_action WHERE \(Self.isLive) ORDER BY queue_name")
+        }
+    }
+
+    /// Records a broker set up on the file and returns the others recorded (some may have stopped:
+    /// their lock tells).
+    func recordBroker(_ claim: BrokerClaim) async throws -> [BrokerClaim] {
+        try await Self.run("record broker \(claim.name)") {
+            try await pool.write { db in
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO taskbroker_broker (name, prefix_claim) VALUES (?, ?)",
+                    arguments: [claim.name, claim.isPrefixClaim]
+                )
+                return try Row.fetchAll(db, sql: "SELECT name, prefix_claim FROM taskbroker_broker WHERE name <> ?", arguments: [claim.name])
+                    .map { BrokerClaim(name: $0[0], isPrefixClaim: $0[1]) }
+            }
+        }
+    }
+}
