@@ -36,10 +36,12 @@ let package = Package(
             name: "TaskBrokerTesting",
             dependencies: ["TaskBroker"]
         ),
-        // A worker process that the crash test kills with SIGKILL at random moments.
+        // Another process for the tests: a worker that the crash test kills with SIGKILL at random
+        // moments, a worker that serves saves made by the test process, and a process that holds
+        // SQLite's write lock.
         .executableTarget(
             name: "TaskBrokerCrashHelper",
-            dependencies: ["TaskBroker"]
+            dependencies: ["TaskBroker", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
             name: "TaskBrokerTests",

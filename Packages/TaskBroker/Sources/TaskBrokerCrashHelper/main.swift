@@ -1,16 +1,25 @@
-// A worker process for the crash test: it runs the broker "crash" on the database given as the
-// first argument and logs every action to the file given as the second, with fsync, before it
-// reports progress on stdout. The test kills it with SIGKILL at random moments.
+// Another process for the tests.
 //
 //   TaskBrokerCrashHelper <database path> <log path>
+//     The crash test's worker: runs the broker "crash" on the database and logs every action to the
+//     log file, with fsync, before it reports progress on stdout. The test kills it with SIGKILL at
+//     random moments. stdout: "ready", "done <key>" after each handled action, "drained" when
+//     nothing is left.
 //
-// stdout lines: "ready", "done <key>" after each handled action, "drained" when nothing is left.
+//   TaskBrokerCrashHelper serve <database path>
+//     Runs the broker "crash" until its stdin closes, whatever is saved meanwhile (by other
+//     processes too). stdout: "ready", then "done <key>" after each handled action.
+//
+//   TaskBrokerCrashHelper lock <database path>
+//     Holds SQLite's write lock (BEGIN EXCLUSIVE) until a line arrives on stdin. stdout: "locked",
+//     then "released".
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
 import Foundation
+import GRDB
 import Synchronization
 import TaskBroker
 
@@ -57,7 +66,54 @@ final class CrashHandler: AsyncTaskQueueHandler {
     }
 }
 
+final class ServeHandler: AsyncTaskQueueHandler {
+    func handle(_ action: CrashAction, context _: TaskContext) async -> TaskResult {
+        say("done \(action.key)")
+        return .success
+    }
+}
+
+/// Waits for a line (or the end) on stdin, on a thread of its own.
+func stdinLine() async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        Thread.detachNewThread {
+            _ = readLine()
+            continuation.resume()
+        }
+    }
+}
+
 let arguments = CommandLine.arguments
+if arguments.count == 3, arguments[1] == "serve" {
+    do {
+        let database = try await TaskDatabase.sqlite(path: arguments[2])
+        let broker = try await TaskQueueBroker.setup(database: database, name: "crash", handler: ServeHandler())
+        say("ready")
+        await stdinLine()
+        await broker.shutdown()
+        exit(0)
+    } catch {
+        say("error \(error)")
+        exit(1)
+    }
+}
+if arguments.count == 3, arguments[1] == "lock" {
+    do {
+        let queue = try DatabaseQueue(path: arguments[2])
+        // The transaction stays open for the whole access: this process does nothing else meanwhile.
+        try queue.inDatabase { db in
+            try db.execute(sql: "BEGIN EXCLUSIVE")
+            say("locked")
+            _ = readLine()
+            try db.execute(sql: "COMMIT")
+        }
+        say("released")
+        exit(0)
+    } catch {
+        say("error \(error)")
+        exit(1)
+    }
+}
 guard arguments.count == 3 else {
     say("usage: TaskBrokerCrashHelper <database> <log>")
     exit(2)

@@ -225,8 +225,9 @@ struct BrokerStateMachine {
             guard phase == .running || phase == .stopping else { return }
             phase = .abandoning
             cancelAllTimers(into: &out)
-            out.append(.cancelHandlers)
+            // Drained first: an outcome a cancelled handler returns afterwards is never stored.
             out.append(.drainCommitter)
+            out.append(.cancelHandlers)
         case .committerDrained:
             if phase == .abandoning { finish(into: &out) }
         }

@@ -64,7 +64,6 @@ public final class TaskDatabase: Sendable {
     public let storage: any TaskStorage
     let sqlite: SQLiteTaskStorage?
     let hub: DatabaseHub
-    var notifier: ChangeNotifier { hub.notifier }
     var registry: ClaimRegistry { hub.registry }
 
     /// Wraps a backend (an in-memory fake, or another database).
@@ -146,7 +145,7 @@ public final class TaskDatabase: Sendable {
         let encoder = JSONEncoder()
         let tasks = try actions.map { try NewTask(encoding: $0, with: encoder) }
         let stored = try await storage.save(tasks)
-        notifier.notify(stored.map { .saved($0) })
+        hub.publish(stored.map { .saved($0) })
     }
 
     /// Deletes an action: it is cancelled. If a broker is running it, it is not run again and its
@@ -160,7 +159,7 @@ public final class TaskDatabase: Sendable {
     @discardableResult
     public func delete(key: String, collection: String) async throws -> Bool {
         guard let deleted = try await storage.delete(key: key, collection: collection) else { return false }
-        notifier.notify([.deleted(deleted)])
+        hub.publish([.deleted(deleted)])
         return true
     }
 
@@ -201,7 +200,7 @@ public final class TaskDatabase: Sendable {
                 underlying: error
             )
         }
-        notifier.notify(changes)
+        hub.publish(changes)
         return value
     }
 
@@ -212,7 +211,7 @@ public final class TaskDatabase: Sendable {
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
     public func restartQueues(_ queueNames: [String]) async throws {
         let resumed = try await storage.resume(queues: queueNames)
-        notifier.notify([.resumed(queueNames: queueNames, tasks: resumed)])
+        hub.publish([.resumed(queueNames: queueNames, tasks: resumed)])
     }
 
     /// Deletes every action of a queue.
@@ -223,7 +222,7 @@ public final class TaskDatabase: Sendable {
     @discardableResult
     public func purge(queueName: String) async throws -> Int {
         let count = try await storage.purge(queue: queueName)
-        notifier.notify([.purged(queueName: queueName)])
+        hub.publish([.purged(queueName: queueName)])
         return count
     }
 

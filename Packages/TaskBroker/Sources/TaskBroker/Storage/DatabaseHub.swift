@@ -28,12 +28,20 @@ final class DatabaseHub: Sendable {
         }
     }
 
+    /// Delivers committed changes to this process's brokers and signals the commit to the brokers
+    /// of other processes that share the file.
+    func publish(_ changes: [TaskChange]) {
+        guard !changes.isEmpty else { return }
+        locks?.signal()
+        notifier.notify(changes)
+    }
+
     /// Starts watching for other processes' changes (once for all brokers of the file): from now on
     /// a change another process commits is delivered to the notifier's listeners.
     func retainWatcher(_ storage: SQLiteTaskStorage) throws {
         try watcher.withLock { state in
-            if state.watcher == nil {
-                state.watcher = try ExternalChangeWatcher(storage: storage, notifier: notifier)
+            if state.watcher == nil, let locks {
+                state.watcher = try ExternalChangeWatcher(storage: storage, signalFile: locks.path, notifier: notifier)
             }
             state.users += 1
         }

@@ -19,12 +19,20 @@ final class CrashHelperRun: Sendable {
     /// stdout lines; "EOF" when the process closed its stdout.
     let lines = EventCollector<String>()
 
-    init(database: String, log: String) throws {
+    /// Feeds the helper's stdin (`serve` and `lock` wait for a line or its end).
+    let input = Pipe()
+
+    convenience init(database: String, log: String) throws {
+        try self.init(arguments: [database, log])
+    }
+
+    init(arguments: [String]) throws {
         process = Process()
         process.executableURL = Self.helperURL
-        process.arguments = [database, log]
+        process.arguments = arguments
         let pipe = Pipe()
         process.standardOutput = pipe
+        process.standardInput = input
         try process.run()
         let handle = pipe.fileHandleForReading
         let lines = self.lines
@@ -46,6 +54,17 @@ final class CrashHelperRun: Sendable {
     /// Waits for the next line after the first `count` lines.
     func line(after count: Int) async -> String {
         await lines.values(count: count + 1)[count]
+    }
+
+    /// Sends a line to the helper's stdin.
+    func send(_ line: String) {
+        input.fileHandleForWriting.write(Data((line + "\n").utf8))
+    }
+
+    /// Closes the helper's stdin and waits for it to exit.
+    func finish() {
+        try? input.fileHandleForWriting.close()
+        process.waitUntilExit()
     }
 
     func kill() {

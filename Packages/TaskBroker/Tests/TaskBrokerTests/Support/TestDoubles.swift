@@ -125,6 +125,20 @@ final class EventRecorder: Sendable {
         }
     }
 
+    /// Waits for the `occurrence`-th event that matches, returning every event up to it.
+    func wait(for match: @Sendable (TaskBrokerEvent) -> Bool, occurrence: Int) async -> [TaskBrokerEvent] {
+        var count = 1
+        var seen = 0
+        while true {
+            let values = await events.values(count: count)
+            if match(values[count - 1]) {
+                seen += 1
+                if seen == occurrence { return values }
+            }
+            count += 1
+        }
+    }
+
     deinit {
         task.cancel()
     }

@@ -26,15 +26,19 @@ final class ExternalChangeWatcher: Sendable {
     private let lastSeen: Mutex<Int64>
     private let watch: FileWatch?
 
-    init(storage: SQLiteTaskStorage, notifier: ChangeNotifier) throws {
+    /// Starts watching.
+    ///
+    /// - Parameters:
+    ///   - storage: The file's storage, to read the journal.
+    ///   - signalFile: The file writers touch after each commit. (Not the write-ahead log: it is
+    ///     written before a commit becomes visible, so a read right after its event can miss it.)
+    ///   - notifier: Where the changed queues go.
+    init(storage: SQLiteTaskStorage, signalFile: String, notifier: ChangeNotifier) throws {
         self.storage = storage
         self.notifier = notifier
         lastSeen = Mutex(try storage.journalHead())
-        let url = URL(fileURLWithPath: storage.path)
-        let file = url.lastPathComponent
-        watch = FileWatch(
-            directory: url.deletingLastPathComponent().path, names: [file + "-wal", file], queue: queue
-        )
+        let url = URL(fileURLWithPath: signalFile)
+        watch = FileWatch(directory: url.deletingLastPathComponent().path, names: [url.lastPathComponent], queue: queue)
         watch?.start { [weak self] in self?.check() }
     }
 

@@ -7,6 +7,8 @@ import Synchronization
 
 /// Keeps the brokers of different processes that share one SQLite file apart: a broker holds a
 /// POSIX record lock on one byte of `<database>-taskbroker.lock`, at an offset given by its name.
+/// The same file carries the commit signal: a process that committed a change writes its first
+/// byte (``signal()``), which the other processes' ``ExternalChangeWatcher`` sees through inotify.
 ///
 /// The operating system releases a process's locks when it dies (SIGKILL, power loss), so a
 /// crashed worker never blocks the next one. Record locks belong to the process: brokers of one
@@ -19,6 +21,15 @@ final class SQLiteBrokerLocks: Sendable {
 
     init(databasePath: String) {
         path = databasePath + "-taskbroker.lock"
+    }
+
+    /// Tells the other processes' watchers that a change was committed: writes the file's first
+    /// byte (no fsync; the change itself is durable in the database). Best effort: a failure only
+    /// delays other processes until the next signal.
+    func signal() {
+        guard let fd = try? openFile() else { return }
+        var byte: UInt8 = 0x2A
+        _ = pwrite(fd, &byte, 1, 0)
     }
 
     /// Locks `name` for this process.

@@ -1,0 +1,366 @@
+import Foundation
+@testable import TaskBroker
+import Testing
+
+/// Every scheduling rule of the broker, on the state machine alone: no database, no clock, no task.
+@Suite struct BrokerStateMachineTests {
+    // MARK: Order and concurrency
+
+    @Test func storedQueuesAreReadBeforeAnythingRunsThenRunHeadFirst() {
+        var h = MachineHarness()
+        let out = h.send(.start(["q1", "q2"]))
+        #expect(out.loads == [["q1", "q2"]])
+        #expect(out.runs.isEmpty)
+        let a = h.entry("a", "q1")
+        let b = h.entry("b", "q1")
+        let started = h.send(MachineHarness.loaded("q1", [a, b]))
+        #expect(started.runs == ["a"])
+        #expect(started.events == [.started(queueName: "q1", key: "a", collection: "c", attempt: 1)])
+    }
+
+    @Test func eachQueueRunsOneActionAtATimeInOrder() {
+        var h = MachineHarness()
+        let a = h.entry("a", "q")
+        let b = h.entry("b", "q")
+        let c = h.entry("c", "q")
+        _ = h.send(.start(["q"]))
+        #expect(h.send(MachineHarness.loaded("q", [a, b, c])).runs == ["a"])
+        // A save while a runs waits its turn.
+        let d = h.entry("d", "q")
+        #expect(h.send(.changes([.saved(d)])).runs.isEmpty)
+        let next = h.send(.stored([.success(a)]))
+        #expect(next.events.first == .succeeded(queueName: "q", key: "a", collection: "c"))
+        #expect(next.runs == ["b"])
+        #expect(h.send(.stored([.success(b)])).runs == ["c"])
+        #expect(h.send(.stored([.success(c)])).runs == ["d"])
+        #expect(h.send(.stored([.success(d)])).runs.isEmpty)
+        #expect(h.machine.running == 0)
+    }
+
+    @Test func concurrentQueuesAreCappedAndAFreedSlotGoesToTheLongestWaitingQueue() {
+        var h = MachineHarness(maxConcurrentQueues: 2)
+        let a1 = h.entry("a1", "a")
+        let a2 = h.entry("a2", "a")
+        let b1 = h.entry("b1", "b")
+        let c1 = h.entry("c1", "c")
+        let out = h.send(.changes([.saved(a1), .saved(a2), .saved(b1), .saved(c1)]))
+        #expect(out.loads == [["a", "b", "c"]])
+        let started = h.send(
+            MachineHarness.loaded("a", [a1, a2]), MachineHarness.loaded("b", [b1]), MachineHarness.loaded("c", [c1])
+        )
+        #expect(started.runs == ["a1", "b1"])
+        #expect(h.machine.running == 2)
+        // a is ready again, but c has waited longer.
+        #expect(h.send(.stored([.success(a1)])).runs == ["c1"])
+        #expect(h.send(.stored([.success(b1)])).runs == ["a2"])
+    }
+
+    @Test func customSortDecidesTheHeadAndTiesKeepEnqueueOrder() {
+        var h = MachineHarness()
+        _ = h.send(.start(["q"]))
+        _ = h.send(MachineHarness.loaded("q", []))
+        let late = h.entry("late", "q", priority: 3)
+        let running = h.send(.changes([.saved(late)]))
+        #expect(running.runs == ["late"])
+        let tie1 = h.entry("tie-1", "q", priority: 2)
+        let first = h.entry("first", "q", priority: 1)
+        let tie2 = h.entry("tie-2", "q", priority: 2)
+        _ = h.send(.changes([.saved(tie1), .saved(first), .saved(tie2)]))
+        #expect(h.send(.stored([.success(late)])).runs == ["first"])
+        #expect(h.send(.stored([.success(first)])).runs == ["tie-1"])
+        #expect(h.send(.stored([.success(tie1)])).runs == ["tie-2"])
+    }
+
+    // MARK: Failures and pauses
+
+    @Test func aFailedActionStaysFirstAndRunsAgainWithItsAttemptCounted() {
+        var h = MachineHarness()
+        let a = h.entry("a", "q")
+        let b = h.entry("b", "q")
+        _ = h.send(.start(["q"]))
+        _ = h.send(MachineHarness.loaded("q", [a, b]))
+        let retry = h.send(.stored([.failure(a)]))
+        #expect(retry.events.contains(.failed(queueName: "q", key: "a", collection: "c", result: .retry(after: .zero))))
+        #expect(retry.runs == ["a"])
+        #expect(retry.runEntries.first?.task.attempts == 1)
+        #expect(retry.events.contains(.started(queueName: "q", key: "a", collection: "c", attempt: 2)))
+    }
+
+    @Test func aTimedRetryPausesTheQueueUntilItsTimerFires() throws {
+        var h = MachineHarness()
+        let a = h.entry("a", "q")
+        let b = h.entry("b", "q")
+        _ = h.send(.start(["q"]))
+        _ = h.send(MachineHarness.loaded("q", [a, b]))
+        let date = Date(timeIntervalSince1970: 2_000_000_000)
+        let paused = h.send(.stored([.failure(a, .retry(after: .seconds(5)), pause: .until(date))]))
+        #expect(paused.runs.isEmpty)
+        let timer = try #require(paused.timers.first)
+        #expect(timer.delay == .until(date))
+        #expect(h.send(.timerFired(timer.token + 100)).runs.isEmpty, "an unknown timer changes nothing")
+        let resumed = h.send(.timerFired(timer.token))
+        #expect(resumed.events.first == .resumed(queueName: "q"))
+        #expect(resumed.runs == ["a"])
+    }
+
+    @Test func waitForRestartPausesTheQueueUntilItIsResumed() {
+        var h = MachineHarness()
+        let a = h.entry("a", "q")
+        let b = h.entry("b", "q")
+        _ = h.send(.start(["q"]))
+        _ = h.send(MachineHarness.loaded("q", [a, b]))
+        let paused = h.send(.stored([.failure(a, .waitForRestart, pause: .untilRestart)]))
+        #expect(paused.runs.isEmpty && paused.timers.isEmpty)
+        #expect(h.send(.changes([.saved(h.entry("c", "q"))])).runs.isEmpty, "a paused queue runs nothing")
+        let resumed = h.send(.changes([.resumed(["q"])]))
+        #expect(resumed.events == [.resumed(queueName: "q"), .started(queueName: "q", key: "a", collection: "c", attempt: 2)])
+    }
+
+    @Test func aStoredPausedHeadStaysPausedAndAnOverdueOneGetsItsTimer() throws {
+        var h = MachineHarness()
+        let paused = h.entry("a", "q1", attempts: 1, pause: .untilRestart)
+        let waiting = h.entry("b", "q1")
+        let date = Date(timeIntervalSince1970: 1_000)
+        let timed = h.entry("c", "q2", attempts: 2, pause: .until(date))
+        _ = h.send(.start(["q1", "q2"]))
+        let out = h.send(MachineHarness.loaded("q1", [paused, waiting]), MachineHarness.loaded("q2", [timed]))
+        #expect(out.runs.isEmpty)
+        let timer = try #require(out.timers.first)
+        #expect(timer.delay == .until(date))
+        #expect(h.send(.timerFired(timer.token)).runEntries.map(\.task.attempts) == [2])
+    }
+
+    @Test func anUndecodableActionPausesItsQueueDurably() {
+        var h = MachineHarness()
+        let bad = h.entry("bad", "q", undecodable: true)
+        _ = h.send(.start(["q"]))
+        let out = h.send(MachineHarness.loaded("q", [bad, h.entry("b", "q")]))
+        #expect(out.runs.isEmpty)
+        #expect(out.events.contains(.undecodable(queueName: "q", key: "bad", collection: "c")))
+        #expect(out.stores.first?.first?.pause == .untilRestart)
+    }
+
+    // MARK: Revisions
+
+    @Test func theOutcomeOfADeletedActionIsDiscardedAndTheNextOneRuns() {
+        var h = MachineHarness()
+        let a = h.entry("a", "q")
+        let b = h.entry("b", "q")
+        _ = h.send(.start(["q"]))
+        _ = h.send(MachineHarness.loaded("q", [a, b]))
+        #expect(h.send(.changes([.deleted(a.task)])).runs.isEmpty, "b waits while a is still in flight")
+        let out = h.send(.stored([.failure(a, .waitForRestart, pause: .untilRestart)]))
+        #expect(out.events.first == .discarded(queueName: "q", key: "a", collection: "c"))
+        #expect(out.runs == ["b"])
+    }
+
+    @Test func aRunningActionSavedAgainRunsItsNewVersionNextInItsPlace() {
+        var h = MachineHarness()
+        let a = h.entry("a", "q")
+        let b = h.entry("b", "q")
+        _ = h.send(.start(["q"]))
+        _ = h.send(MachineHarness.loaded("q", [a, b]))
+        let newA = h.resaved(a)
+        #expect(h.send(.changes([.saved(newA)])).runs.isEmpty)
+        let out = h.send(.stored([.success(a)]))
+        #expect(out.events.first == .discarded(queueName: "q", key: "a", collection: "c"))
+        #expect(out.runEntries.map(\.task.revision) == [newA.task.revision])
+    }
+
+    @Test func aSaveTheReadAlreadySawIsNotAppliedTwice() {
+        var h = MachineHarness()
+        _ = h.send(.start(["q"]))
+        let a = h.entry("a", "q")
+        _ = h.send(.changes([.saved(a)]))  // buffered while q is read
+        let out = h.send(MachineHarness.loaded("q", [a]))
+        #expect(out.runs == ["a"])
+        #expect(h.send(.changes([.saved(a)])).runs.isEmpty, "a late notification of the same save")
+        #expect(h.send(.stored([.success(a)])).runs.isEmpty, "a ran once")
+    }
+
+    @Test func changesDuringAReadWaitForItAndKeepTheStoredOrder() {
+        var h = MachineHarness()
+        let a = h.entry("a", "q")
+        let b = h.entry("b", "q")
+        _ = h.send(.start(["q"]))
+        let c = h.entry("c", "q")
+        #expect(h.send(.changes([.saved(c), .deleted(b.task)])).runs.isEmpty, "nothing runs before the read")
+        #expect(h.send(MachineHarness.loaded("q", [a, b])).runs == ["a"])
+        #expect(h.send(.stored([.success(a)])).runs == ["c"], "b was deleted during the read; c came after a")
+    }
+
+    @Test func aPurgeDuringAReadReadsTheQueueAgain() {
+        var h = MachineHarness()
+        _ = h.send(.start(["q"]))
+        _ = h.send(.changes([.purged("q")]))
+        let out = h.send(MachineHarness.loaded("q", [h.entry("stale", "q")]))
+        #expect(out.loads == [["q"]])
+        #expect(out.runs.isEmpty)
+        #expect(h.send(MachineHarness.loaded("q", [h.entry("fresh", "q")])).runs == ["fresh"])
+    }
+
+    @Test func aPurgeForgetsTheQueueAndDiscardsTheOutcomeInFlight() {
+        var h = MachineHarness()
+        let a = h.entry("a", "q")
+        _ = h.send(.start(["q"]))
+        _ = h.send(MachineHarness.loaded("q", [a, h.entry("b", "q")]))
+        _ = h.send(.changes([.purged("q")]))
+        let out = h.send(.stored([.success(a)]))
+        #expect(out.events == [.discarded(queueName: "q", key: "a", collection: "c")])
+        #expect(out.runs.isEmpty)
+    }
+
+    @Test func anActionMovedToAnotherQueueLeavesItsOldOne() {
+        var h = MachineHarness()
+        let a = h.entry("a", "q1")
+        let b = h.entry("b", "q1")
+        _ = h.send(.start(["q1"]))
+        _ = h.send(MachineHarness.loaded("q1", [a, b]))
+        var moved = h.resaved(b)
+        moved.task.queueName = "q2"
+        let out = h.send(.changes([.saved(moved)]))
+        #expect(out.loads == [["q2"]])
+        #expect(h.send(MachineHarness.loaded("q2", [moved])).runs == ["b"])
+        #expect(h.send(.stored([.success(a)])).runs.isEmpty, "b is no longer in q1")
+    }
+
+    @Test func queuesTheBrokerDoesNotClaimAreIgnored() {
+        var h = MachineHarness(accepts: { $0.hasPrefix("mine-") })
+        let out = h.send(.changes([.saved(h.entry("x", "other-q")), .saved(h.entry("y", "mine-q"))]))
+        #expect(out.loads == [["mine-q"]])
+    }
+
+    @Test func anotherProcessesChangeRereadsTheQueueAndKeepsTheActionInFlight() {
+        var h = MachineHarness()
+        let a = h.entry("a", "q")
+        _ = h.send(.start(["q"]))
+        _ = h.send(MachineHarness.loaded("q", [a]))
+        #expect(h.send(.changes([.reload(["q"])])).loads == [["q"]])
+        let b = h.entry("b", "q")
+        let c = h.entry("c", "q")
+        #expect(h.send(MachineHarness.loaded("q", [a, b, c])).runs.isEmpty, "a is still in flight")
+        let out = h.send(.stored([.success(a)]))
+        #expect(out.events.first == .succeeded(queueName: "q", key: "a", collection: "c"))
+        #expect(out.runs == ["b"])
+        #expect(h.send(.stored([.success(b)])).runs == ["c"])
+    }
+
+    @Test func anotherProcessesResumeIsSeenThroughARead() {
+        var h = MachineHarness()
+        let a = h.entry("a", "q", attempts: 1, pause: .untilRestart)
+        _ = h.send(.start(["q"]))
+        #expect(h.send(MachineHarness.loaded("q", [a])).runs.isEmpty)
+        _ = h.send(.changes([.reload(["q"])]))
+        var resumed = a
+        resumed.task.pause = nil
+        let out = h.send(MachineHarness.loaded("q", [resumed]))
+        #expect(out.events == [.started(queueName: "q", key: "a", collection: "c", attempt: 2)])
+    }
+
+    // MARK: Storage faults
+
+    @Test func aFailedReadIsRetriedWithBackoffAndNothingRunsAheadOfTheStoredActions() throws {
+        var h = MachineHarness()
+        let a = h.entry("a", "q")
+        let b = h.entry("b", "q")
+        _ = h.send(.start(["q"]))
+        let failed = h.send(.loadFailed(["q"], message: "disk I/O error"))
+        #expect(failed.storageFailures == ["load q 0.1 seconds"])
+        let timer = try #require(failed.timers.first)
+        #expect(timer.delay == .after(.milliseconds(100)))
+        let c = h.entry("c", "q")
+        #expect(h.send(.changes([.saved(c)])).runs.isEmpty, "a later save does not overtake the stored actions")
+        #expect(h.send(.timerFired(timer.token)).loads == [["q"]])
+        let again = h.send(.loadFailed(["q"], message: "disk I/O error"))
+        #expect(again.storageFailures == ["load q 0.2 seconds"], "the backoff doubles")
+        _ = h.send(.timerFired(try #require(again.timers.first).token))
+        let recovered = h.send(MachineHarness.loaded("q", [a, b]))
+        #expect(recovered.events.first == .storageRecovered(operation: .load, queueNames: ["q"]))
+        #expect(recovered.runs == ["a"])
+        #expect(h.send(.stored([.success(a)])).runs == ["b"])
+        #expect(h.send(.stored([.success(b)])).runs == ["c"])
+    }
+
+    @Test func aFailedCommitKeepsTheQueueWaitingAndIsStoredAgain() throws {
+        var h = MachineHarness()
+        let a = h.entry("a", "q")
+        let b = h.entry("b", "q")
+        let x = h.entry("x", "other")
+        _ = h.send(.start(["q", "other"]))
+        _ = h.send(MachineHarness.loaded("q", [a, b]), MachineHarness.loaded("other", [x]))
+        let failed = h.send(.storeFailed([.success(a)], message: "database is locked"))
+        #expect(failed.storageFailures == ["store q 0.1 seconds"])
+        #expect(failed.runs.isEmpty, "b waits: a's outcome is not stored yet")
+        #expect(h.machine.running == 2)
+        #expect(h.send(.stored([.success(x)])).events == [.succeeded(queueName: "other", key: "x", collection: "c")], "other queues go on")
+        let retry = h.send(.timerFired(try #require(failed.timers.first).token))
+        #expect(retry.stores.first?.map(\.task.key) == ["a"])
+        let stored = h.send(.stored([.success(a)]))
+        #expect(stored.events.first == .storageRecovered(operation: .store, queueNames: ["q"]))
+        #expect(stored.runs == ["b"])
+    }
+
+    @Test func aFailedClaimIsRetriedAndARefusedOneRereadsTheQueue() throws {
+        var h = MachineHarness(claimsHeads: true)
+        let a = h.entry("a", "q")
+        _ = h.send(.start(["q"]))
+        let claim = h.send(MachineHarness.loaded("q", [a]))
+        #expect(claim.claims == [["a"]])
+        #expect(claim.runs.isEmpty, "nothing runs before its claim")
+        let failed = h.send(.claimFailed([a.task], message: "connection reset"))
+        #expect(failed.storageFailures == ["claim q 0.1 seconds"])
+        #expect(h.machine.running == 0)
+        #expect(h.send(.timerFired(try #require(failed.timers.first).token)).claims == [["a"]])
+        let refused = h.send(.claimed([a.task], granted: [false]))
+        #expect(refused.events == [.storageRecovered(operation: .claim, queueNames: ["q"])], "the claim answered")
+        #expect(refused.loads == [["q"]], "refused: read the queue again")
+        #expect(h.send(MachineHarness.loaded("q", [a])).claims == [["a"]])
+        #expect(h.send(.claimed([a.task], granted: [true])).runs == ["a"])
+    }
+
+    // MARK: Lifetime
+
+    @Test func shutdownStartsNothingNewAndFinishesOnceTheRunningOutcomesAreStored() {
+        var h = MachineHarness()
+        let a = h.entry("a", "q1")
+        _ = h.send(.start(["q1", "q2"]))
+        _ = h.send(MachineHarness.loaded("q1", [a, h.entry("b", "q1")]))
+        let stopping = h.send(.shutdown)
+        #expect(!stopping.finishes)
+        #expect(h.send(MachineHarness.loaded("q2", [h.entry("c", "q2")])).runs.isEmpty)
+        let out = h.send(.stored([.success(a)]))
+        #expect(out.runs.isEmpty)
+        #expect(out.finishes)
+    }
+
+    @Test func abandoningCancelsHandlersTimersAndDrainsTheCommitterBeforeFinishing() throws {
+        var h = MachineHarness()
+        let a = h.entry("a", "q1")
+        let b = h.entry("b", "q2")
+        _ = h.send(.start(["q1", "q2"]))
+        _ = h.send(MachineHarness.loaded("q1", [a]), MachineHarness.loaded("q2", [b]))
+        let failed = h.send(.storeFailed([.success(b)], message: "locked"))
+        let token = try #require(failed.timers.first).token
+        _ = h.send(.shutdown)
+        let abandon = h.send(.abandon)
+        #expect(abandon.cancelsHandlers && abandon.drainsCommitter)
+        #expect(abandon.cancelledTimers == [token])
+        #expect(!abandon.finishes)
+        #expect(h.send(.timerFired(token)).stores.isEmpty, "a cancelled retry stores nothing")
+        #expect(h.send(.committerDrained).finishes)
+        #expect(h.send(.changes([.saved(h.entry("late", "q1"))])).isEmpty, "nothing happens after the end")
+    }
+
+    @Test func aLostLeaseForgetsTheQueueAndDiscardsItsOutcome() {
+        var h = MachineHarness(claimsHeads: true)
+        let a = h.entry("a", "q")
+        _ = h.send(.start(["q"]))
+        _ = h.send(MachineHarness.loaded("q", [a, h.entry("b", "q")]))
+        #expect(h.send(.claimed([a.task], granted: [true])).runs == ["a"])
+        _ = h.send(.leaseLost(["q"]))
+        let out = h.send(.stored([.success(a)]))
+        #expect(out.events == [.discarded(queueName: "q", key: "a", collection: "c")])
+        #expect(out.claims.isEmpty && out.runs.isEmpty)
+        #expect(h.machine.queues["q"] == nil)
+    }
+}

@@ -1,0 +1,111 @@
+import AsyncPrimitivesTesting
+import Foundation
+import Synchronization
+import TaskBroker
+
+/// A backend that forwards to another one but fails the first calls of the operations it is told
+/// to, with the error a real backend throws: a storage fault injected N times, then gone.
+final class FlakyStorage: TaskStorage {
+    let base: any TaskStorage
+    private let failuresLeft: Mutex<[TaskStorageOperation: Int]>
+    private let callCounts = Mutex<[TaskStorageOperation: Int]>([:])
+
+    init(_ base: any TaskStorage, failing failures: [TaskStorageOperation: Int]) {
+        self.base = base
+        self.failuresLeft = Mutex(failures)
+    }
+
+    /// How many times an operation was called, failed calls included.
+    func calls(_ operation: TaskStorageOperation) -> Int {
+        callCounts.withLock { $0[operation, default: 0] }
+    }
+
+    private func call(_ operation: TaskStorageOperation) throws {
+        let fails = callCounts.withLock { counts in
+            counts[operation, default: 0] += 1
+            return failuresLeft.withLock { left in
+                guard let count = left[operation], count > 0 else { return false }
+                left[operation] = count - 1
+                return true
+            }
+        }
+        if fails {
+            throw TaskBrokerError(code: .storageFailed, message: "injected \(operation) failure")
+        }
+    }
+
+    func tasks(inQueue queueName: String) async throws -> [StoredTask] {
+        try call(.load)
+        return try await base.tasks(inQueue: queueName)
+    }
+
+    func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration) async throws -> [Bool] {
+        try call(.claim)
+        return try await base.claim(heads, owner: owner, leaseDuration: leaseDuration)
+    }
+
+    func finish(_ outcomes: [TaskOutcome], owner: String) async throws {
+        try call(.store)
+        try await base.finish(outcomes, owner: owner)
+    }
+
+    func save(_ tasks: [NewTask]) async throws -> [StoredTask] { try await base.save(tasks) }
+    func delete(key: String, collection: String) async throws -> StoredTask? { try await base.delete(key: key, collection: collection) }
+    func queueNames() async throws -> [String] { try await base.queueNames() }
+    func resume(queues queueNames: [String]) async throws -> [StoredTask] { try await base.resume(queues: queueNames) }
+    func purge(queue queueName: String) async throws -> Int { try await base.purge(queue: queueName) }
+    func snapshot() async throws -> [TaskQueueSnapshot] { try await base.snapshot() }
+}
+
+/// Holds each action until the test releases it, and gives up when its task is cancelled: the
+/// handler a well-behaved `async` handler is.
+final class CancellableGateHandler: AsyncTaskQueueHandler {
+    let started = EventCollector<String>()
+    let cancelled = EventCollector<String>()
+    private let gates = Mutex<(open: Set<String>, waiting: [String: CheckedContinuation<Void, Never>])>(([], [:]))
+    /// Keys whose handler ignores cancellation and waits for `release` regardless.
+    let stubborn: Set<String>
+
+    init(stubborn: Set<String> = []) {
+        self.stubborn = stubborn
+    }
+
+    func handle(_ action: TestAction, context _: TaskContext) async -> TaskResult {
+        let key = action.key
+        started.record(key)
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let isOpen = gates.withLock { gates -> Bool in
+                    if gates.open.contains(key) { return true }
+                    gates.waiting[key] = continuation
+                    return false
+                }
+                if isOpen { continuation.resume() }
+            }
+        } onCancel: {
+            cancelled.record(key)
+            if !stubborn.contains(key) { release(key) }
+        }
+        return Task.isCancelled ? .retry(after: .zero) : .success
+    }
+
+    func release(_ key: String) {
+        let waiting = gates.withLock { gates -> CheckedContinuation<Void, Never>? in
+            gates.open.insert(key)
+            return gates.waiting.removeValue(forKey: key)
+        }
+        waiting?.resume()
+    }
+}
+
+extension TaskBrokerEvent {
+    var isStorageFailure: Bool {
+        if case .storageFailed = self { return true }
+        return false
+    }
+
+    func isStorageFailure(_ operation: TaskStorageOperation) -> Bool {
+        if case .storageFailed(let failed, _, _, _) = self { return failed == operation }
+        return false
+    }
+}

@@ -1,0 +1,152 @@
+import Foundation
+import QueueRetry
+@testable import TaskBroker
+
+/// Drives a ``BrokerStateMachine`` without I/O: feed inputs, read the outputs.
+struct MachineHarness {
+    typealias Input = BrokerStateMachine.Input
+    typealias Output = BrokerStateMachine.Output
+
+    var machine: BrokerStateMachine
+    private var sequence: Int64 = 0
+
+    init(maxConcurrentQueues: Int = 16, claimsHeads: Bool = false, accepts: @escaping (String) -> Bool = { _ in true }) {
+        machine = BrokerStateMachine(
+            configuration: .init(
+                maxConcurrentQueues: maxConcurrentQueues, claimsHeads: claimsHeads,
+                storageBackoff: Backoff(initial: .milliseconds(100), maximum: .seconds(1))
+            ),
+            accepts: accepts
+        )
+    }
+
+    /// Feeds inputs as one batch.
+    mutating func send(_ inputs: Input...) -> [Output] {
+        var out: [Output] = []
+        machine.handle(inputs, into: &out)
+        return out
+    }
+
+    /// A new stored version of an action: revisions and positions grow with each call.
+    mutating func entry(
+        _ key: String, _ queueName: String, priority: Int? = nil, attempts: Int = 0, pause: TaskPause? = nil,
+        position: Int64? = nil, undecodable: Bool = false
+    ) -> BrokerEntry {
+        sequence += 1
+        let task = StoredTask(
+            key: key, collection: "c", queueName: queueName, payload: Data(), position: position ?? sequence,
+            revision: sequence, attempts: attempts, pause: pause
+        )
+        let box: (any BrokerActionBox)? = undecodable ? nil
+            : priority.map { TypedActionBox(PrioritizedAction(key: key, queueName: queueName, priority: $0)) }
+            ?? TypedActionBox(TestAction(key: key, queueName: queueName))
+        return BrokerEntry(task: task, action: box, since: .zero)
+    }
+
+    /// The same action saved again: a new revision, the same position.
+    mutating func resaved(_ entry: BrokerEntry) -> BrokerEntry {
+        sequence += 1
+        var copy = entry
+        copy.task.revision = sequence
+        copy.task.attempts = 0
+        copy.task.pause = nil
+        return copy
+    }
+
+    /// A queue read: its entries in run order.
+    static func loaded(_ queueName: String, _ entries: [BrokerEntry]) -> Input {
+        .loaded([queueName: entries], requested: [queueName])
+    }
+}
+
+extension BrokerOutcome {
+    static func success(_ entry: BrokerEntry) -> BrokerOutcome {
+        BrokerOutcome(task: entry.task, result: .success, pause: nil)
+    }
+
+    static func failure(_ entry: BrokerEntry, _ result: TaskResult = .retry(after: .zero), pause: TaskPause? = nil) -> BrokerOutcome {
+        BrokerOutcome(task: entry.task, result: result, pause: pause)
+    }
+}
+
+extension [BrokerStateMachine.Output] {
+    /// The keys of the actions to run, in order.
+    var runs: [String] {
+        flatMap { output -> [String] in
+            if case .run(let entries) = output { return entries.map(\.task.key) }
+            return []
+        }
+    }
+
+    /// The entries to run, in order.
+    var runEntries: [BrokerEntry] {
+        flatMap { output -> [BrokerEntry] in
+            if case .run(let entries) = output { return entries }
+            return []
+        }
+    }
+
+    var events: [TaskBrokerEvent] {
+        compactMap { output in
+            if case .emit(let event) = output { return event }
+            return nil
+        }
+    }
+
+    var loads: [[String]] {
+        compactMap { output in
+            if case .load(let names) = output { return names }
+            return nil
+        }
+    }
+
+    var claims: [[String]] {
+        compactMap { output in
+            if case .claim(let heads) = output { return heads.map(\.key) }
+            return nil
+        }
+    }
+
+    var stores: [[BrokerOutcome]] {
+        compactMap { output in
+            if case .store(let outcomes) = output { return outcomes }
+            return nil
+        }
+    }
+
+    var timers: [(token: UInt64, delay: BrokerStateMachine.TimerDelay)] {
+        compactMap { output in
+            if case .startTimer(let token, let delay) = output { return (token, delay) }
+            return nil
+        }
+    }
+
+    var cancelledTimers: [UInt64] {
+        compactMap { output in
+            if case .cancelTimer(let token) = output { return token }
+            return nil
+        }
+    }
+
+    var finishes: Bool {
+        contains { if case .finish = $0 { return true } else { return false } }
+    }
+
+    var cancelsHandlers: Bool {
+        contains { if case .cancelHandlers = $0 { return true } else { return false } }
+    }
+
+    var drainsCommitter: Bool {
+        contains { if case .drainCommitter = $0 { return true } else { return false } }
+    }
+
+    /// The storage failures reported, as `operation queue,queue retryIn`.
+    var storageFailures: [String] {
+        events.compactMap { event in
+            if case .storageFailed(let operation, let names, _, let retryIn) = event {
+                return "\(operation) \(names.joined(separator: ",")) \(retryIn)"
+            }
+            return nil
+        }
+    }
+}
