@@ -16,12 +16,14 @@ let package = Package(
             name: "QueueRetry",
             dependencies: [
                 .product(name: "QueueCore", package: "QueueCore"),
+                .product(name: "AsyncPrimitives", package: "AsyncPrimitives"),
             ]
         ),
         .testTarget(
             name: "QueueRetryTests",
             dependencies: [
                 "QueueRetry",
+                .product(name: "AsyncPrimitives", package: "AsyncPrimitives"),
                 .product(name: "AsyncPrimitivesTesting", package: "AsyncPrimitives"),
             ]
         ),
