@@ -23,6 +23,7 @@ let package = Package(
             name: "QueueRetryTests",
             dependencies: [
                 "QueueRetry",
+                .product(name: "QueueCoreTesting", package: "QueueCore"),
                 .product(name: "AsyncPrimitives", package: "AsyncPrimitives"),
                 .product(name: "AsyncPrimitivesTesting", package: "AsyncPrimitives"),
             ]

@@ -1,6 +1,7 @@
 import AsyncPrimitives
 import AsyncPrimitivesTesting
 import QueueCore
+import QueueCoreTesting
 import QueueRetry
 import Testing
 
