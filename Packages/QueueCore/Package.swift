@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .library(name: "QueueCore", targets: ["QueueCore"]),
+        .library(name: "QueueCoreTesting", targets: ["QueueCoreTesting"]),
     ],
     dependencies: [
         .package(path: "../AsyncPrimitives"),
@@ -23,10 +24,15 @@ let package = Package(
                 .product(name: "DequeModule", package: "swift-collections"),
             ]
         ),
+        .target(
+            name: "QueueCoreTesting",
+            dependencies: ["QueueCore"]
+        ),
         .testTarget(
             name: "QueueCoreTests",
             dependencies: [
                 "QueueCore",
+                "QueueCoreTesting",
                 .product(name: "AsyncPrimitivesTesting", package: "AsyncPrimitives"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),

@@ -47,6 +47,7 @@ let package = Package(
                 // Listed so that `swift test` builds the helper binary next to the tests.
                 "QueuePersistenceCrashHelper",
                 .product(name: "QueueCore", package: "QueueCore"),
+                .product(name: "QueueCoreTesting", package: "QueueCore"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncPrimitivesTesting", package: "AsyncPrimitives"),

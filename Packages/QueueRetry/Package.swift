@@ -16,12 +16,15 @@ let package = Package(
             name: "QueueRetry",
             dependencies: [
                 .product(name: "QueueCore", package: "QueueCore"),
+                .product(name: "AsyncPrimitives", package: "AsyncPrimitives"),
             ]
         ),
         .testTarget(
             name: "QueueRetryTests",
             dependencies: [
                 "QueueRetry",
+                .product(name: "QueueCoreTesting", package: "QueueCore"),
+                .product(name: "AsyncPrimitives", package: "AsyncPrimitives"),
                 .product(name: "AsyncPrimitivesTesting", package: "AsyncPrimitives"),
             ]
         ),

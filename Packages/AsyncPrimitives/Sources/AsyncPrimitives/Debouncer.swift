@@ -28,7 +28,8 @@ public final class Debouncer: Sendable {
     /// Creates a debouncer with a quiet interval in milliseconds.
     ///
     /// - Parameters:
-    ///   - milliseconds: How long calls must be quiet before the last one runs.
+    ///   - milliseconds: How long calls must be quiet before the last one runs. Any value is
+    ///     accepted: a negative one counts as zero, one above ``Duration/clampingLimit`` as the limit.
     ///   - queue: Where the block runs. Defaults to ``CallbackQueue/default``.
     ///   - clock: The clock that measures the interval. Tests pass a manual clock.
     public convenience init(
@@ -42,7 +43,9 @@ public final class Debouncer: Sendable {
     /// Creates a debouncer with a quiet interval in seconds.
     ///
     /// - Parameters:
-    ///   - delay: How long calls must be quiet before the last one runs, in seconds.
+    ///   - delay: How long calls must be quiet before the last one runs, in seconds. Any value
+    ///     is accepted and clamped with ``Duration/clamping(seconds:)``: NaN or negative counts
+    ///     as zero, infinity or more than ``Duration/clampingLimit`` as the limit.
     ///   - queue: Where the block runs. Defaults to ``CallbackQueue/default``.
     ///   - clock: The clock that measures the interval. Tests pass a manual clock.
     public convenience init(
@@ -50,14 +53,14 @@ public final class Debouncer: Sendable {
         queue: DispatchQueue = CallbackQueue.default,
         clock: some Clock<Duration> = ContinuousClock()
     ) {
-        self.init(interval: .seconds(delay), queue: queue, clock: clock)
+        self.init(interval: .clamping(seconds: delay), queue: queue, clock: clock)
     }
 
     /// Creates a debouncer with a quiet interval.
     ///
     /// - Parameters:
     ///   - interval: How long calls must be quiet before the last one runs. A negative
-    ///     interval counts as zero.
+    ///     interval counts as zero, one above ``Duration/clampingLimit`` as the limit.
     ///   - queue: Where the block runs. Defaults to ``CallbackQueue/default``.
     ///   - clock: The clock that measures the interval. Tests pass a manual clock.
     public init(
@@ -65,7 +68,7 @@ public final class Debouncer: Sendable {
         queue: DispatchQueue = CallbackQueue.default,
         clock: some Clock<Duration> = ContinuousClock()
     ) {
-        self.delay = max(interval, .zero)
+        self.delay = .clamping(interval)
         self.queue = queue
         self.sleep = { try await clock.sleep(for: $0) }
     }

@@ -9,7 +9,9 @@ extension FutureResult {
     /// holds its result and the timer is cancelled.
     ///
     /// - Parameters:
-    ///   - interval: How long to wait, in seconds.
+    ///   - interval: How long to wait, in seconds. Any value is accepted and clamped with
+    ///     ``Duration/clamping(seconds:)``: NaN or negative times out at once, infinity or more
+    ///     than ``Duration/clampingLimit`` waits that long (in practice, never times out).
     ///   - clock: The clock that measures the interval. Tests pass a manual clock.
     /// - Returns: A future with this future's result or the timeout error.
     public func timeoutAfter(
@@ -17,8 +19,9 @@ extension FutureResult {
         clock: some Clock<Duration> = ContinuousClock()
     ) -> FutureResult<Value> {
         let next = FutureResult<Value>()
+        let duration = Duration.clamping(seconds: interval)
         let timer = Task {
-            try await clock.sleep(for: .seconds(interval))
+            try await clock.sleep(for: duration)
             _ = next.complete(.failure(AsyncPrimitivesError(
                 code: .timedOut,
                 message: "The future was not filled within \(interval) seconds; "

@@ -4,7 +4,7 @@ import ObjectDataSource
 import Synchronization
 import Testing
 
-@Suite
+@Suite(.timeLimit(.minutes(1)))
 struct ObjectDataSourceTests {
     private enum FixtureError: Error, Equatable {
         case unavailable

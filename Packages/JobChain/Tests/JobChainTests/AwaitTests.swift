@@ -104,8 +104,16 @@ struct AwaitTests {
     }
 
     @Test func idleReturnsAtOnceWhenNothingIsQueued() async throws {
-        try await Job(mode: .auto).idle()
-        try await Job(mode: .manual).idle()
+        let auto = Job(mode: .auto)
+        let manual = Job(mode: .manual)
+        let before = (auto.state, manual.state)
+        try await auto.idle()
+        try await manual.idle()
+        // Waiting neither started nor stopped a job that had nothing to do.
+        #expect(auto.state == before.0)
+        #expect(manual.state == before.1)
+        #expect(auto.error() == nil)
+        #expect(manual.error() == nil)
     }
 
     @Test func idleThrowsCancellationErrorWhenItsTaskIsCancelled() async {

@@ -29,13 +29,10 @@ extension JobQueue {
                 if let persister {
                     processor.processJob(job) { [self] _, error in
                         if error == nil {
-                            do {
-                                try persister.delete(job)
-                            } catch {
-                                persistenceFailed(error, "delete processed job \(job.id); it may be processed again after a restart")
-                            }
+                            didProcess(job, ticket: ticket, persister: persister)
+                        } else {
+                            finish(ticket: ticket, error: error)
                         }
-                        finish(ticket: ticket, error: error)
                     }
                 } else {
                     processor.processJob(job) { [self] _, error in
@@ -46,6 +43,29 @@ extension JobQueue {
                 handle(failure, strategy: strategy, persister: persister, logger: logger)
             }
         }
+    }
+
+    /// Deletes a processed job from the persister, then finishes it. The delete blocks (an
+    /// `fsync`, a group-commit wait), so a completion called from a Swift task (an
+    /// ``AsyncJobProcessor``'s, on the cooperative pool) hands it to threads of its own.
+    @usableFromInline
+    func didProcess(_ job: Job, ticket: UInt64, persister: AnyJobPersister<Job>) {
+        if BlockingIOPool.callerIsInATask {
+            BlockingIOPool.shared.submit { [self] in
+                deleteProcessed(job, ticket: ticket, persister: persister)
+            }
+        } else {
+            deleteProcessed(job, ticket: ticket, persister: persister)
+        }
+    }
+
+    private func deleteProcessed(_ job: Job, ticket: UInt64, persister: AnyJobPersister<Job>) {
+        do {
+            try persister.delete(job)
+        } catch {
+            persistenceFailed(error, "delete processed job \(job.id); it may be processed again after a restart")
+        }
+        finish(ticket: ticket, error: nil)
     }
 
     @inlinable

@@ -1,7 +1,8 @@
 import QueueCore
+import QueueCoreTesting
 import Testing
 
-@Suite
+@Suite(.timeLimit(.minutes(1)))
 struct JobQueueBasicsTests {
     private let queue = JobQueue(handling: CuteJob.self, name: "basics")
 

@@ -1,5 +1,6 @@
 import AsyncPrimitivesTesting
 import QueueCore
+import QueueCoreTesting
 import Synchronization
 import Testing
 

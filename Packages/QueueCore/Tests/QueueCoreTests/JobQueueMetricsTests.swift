@@ -2,6 +2,7 @@ import AsyncPrimitivesTesting
 import CoreMetrics
 import MetricsTestKit
 import QueueCore
+import QueueCoreTesting
 import Testing
 
 @Suite(.timeLimit(.minutes(1)))

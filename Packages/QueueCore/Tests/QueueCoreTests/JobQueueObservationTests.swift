@@ -1,6 +1,7 @@
 import AsyncPrimitivesTesting
 import Foundation
 import QueueCore
+import QueueCoreTesting
 import Testing
 
 @Suite(.timeLimit(.minutes(1)))

@@ -1,6 +1,7 @@
 import AsyncPrimitivesTesting
 import Logging
 import QueueCore
+import QueueCoreTesting
 import Testing
 
 @Suite(.timeLimit(.minutes(1)))

@@ -41,8 +41,13 @@ struct Input {
         return Double(bitPattern: UInt64(littleEndian: bits))
     }
 
-    /// Moves `offset` past one whole value.
-    func skip(_ offset: inout Int) throws {
+    /// Moves `offset` past one whole value, nested at most ``BinaryJobCoder/maximumDepth``
+    /// arrays and maps deep (`depth` counts the levels above this value), so that a crafted
+    /// row cannot overflow the stack of the thread that decodes it.
+    func skip(_ offset: inout Int, depth: Int = 0) throws {
+        guard depth < BinaryJobCoder.maximumDepth else {
+            throw corrupt("Values nested more than \(BinaryJobCoder.maximumDepth) levels deep")
+        }
         let raw = try byte(&offset)
         guard let tag = BinaryJobCoder.Tag(rawValue: raw) else { throw corrupt("Unknown value tag \(raw)") }
         switch tag {
@@ -54,12 +59,12 @@ struct Input {
         case .string, .data: offset += try length(&offset)
         case .array:
             let count = try varint(&offset)
-            for _ in 0..<count { try skip(&offset) }
+            for _ in 0..<count { try skip(&offset, depth: depth + 1) }
         case .map:
             let count = try varint(&offset)
             for _ in 0..<count {
                 offset += try length(&offset)
-                try skip(&offset)
+                try skip(&offset, depth: depth + 1)
             }
         }
     }

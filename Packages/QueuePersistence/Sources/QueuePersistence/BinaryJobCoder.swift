@@ -28,7 +28,19 @@ enum BinaryJobCoder {
         try decode(type, from: [UInt8](data))
     }
 
+    /// The deepest nesting of arrays and maps a stored value may have. Deeper rows are
+    /// refused as corrupt before anything recurses into them.
+    static let maximumDepth = 256
+
     static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
+        try validate(bytes)
+        return try BinaryDecoder(input: Input(bytes: bytes), offset: 1, codingPath: []).decodeValue(T.self)
+    }
+
+    /// Checks the framing of a stored value (format byte, tags, lengths, nesting depth, no
+    /// trailing bytes) without decoding it: a failure here means the bytes are corrupt, while
+    /// a failure of `decode` after it means the type does not match them.
+    static func validate(_ bytes: [UInt8]) throws {
         guard bytes.first == formatByte else {
             throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "Not a QueuePersistence binary job"))
         }
@@ -38,7 +50,6 @@ enum BinaryJobCoder {
         guard end == bytes.count else {
             throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "Trailing bytes after the job"))
         }
-        return try BinaryDecoder(input: input, offset: 1, codingPath: []).decodeValue(T.self)
     }
 
     // MARK: - Writing

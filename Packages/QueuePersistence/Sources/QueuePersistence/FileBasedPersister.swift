@@ -13,15 +13,17 @@ import Synchronization
 ///
 /// Files go to `<root>/<sanitized queue name>/`, where the root is, by default,
 /// `$XDG_DATA_HOME/QueueKit/Queues` (or `~/.local/share/QueueKit/Queues`) on Linux and
-/// `~/Library/Application Support/QueueKit/Queues` on Apple platforms. "Observation Upload
-/// Queue" becomes the folder `Observation-Upload-Queue`; no queue name can reach outside
-/// the root.
+/// `~/Library/Application Support/QueueKit/Queues` on Apple platforms. A safe name such as
+/// "Uploads" is its own folder; "Observation Upload Queue" becomes
+/// `Observation-Upload-Queue-<hash>` (see ``folderName(forQueueName:)``); no queue name can
+/// reach outside the root, and no two names share a folder.
 ///
 /// Every write is atomic and durable: a temporary file is written and flushed (`fsync`),
 /// renamed over its final name, and the folder is flushed, before `persist` returns. A job
 /// whose `persist` returned survives `kill -9` and power loss. `load()` returns jobs in the
-/// order they were first persisted. A file that cannot be decoded is moved to the folder's
-/// `corrupt/` sub-folder, listed in ``loadIssues`` and logged, and every other job loads.
+/// order they were first persisted. A damaged file is moved to the folder's `corrupt/`
+/// sub-folder; an intact job that the type no longer decodes stays in place; both are listed
+/// in ``loadIssues`` and every other job loads (see ``load()``).
 ///
 /// One process should own a folder; persisters of the same folder within a process share
 /// their state, so they may be created and dropped freely.
@@ -93,9 +95,11 @@ public final class FileBasedPersister<JobType: QueueJob>: JobPersister, Sendable
         return URL(fileURLWithPath: store.directory, isDirectory: true)
     }
 
-    /// The folder name a queue name becomes: "Observation Upload Queue" ->
-    /// "Observation-Upload-Queue". Names with characters other than letters, digits, `-`,
-    /// `_`, `.` and spaces get a hash suffix, so different names never share a folder.
+    /// The folder name a queue name becomes. A name made only of letters, digits, `-`, `_`
+    /// and `.` (no leading dot) is kept as it is; any other name has its other characters
+    /// (spaces included) replaced by `-` and a hash of the whole name appended:
+    /// "Observation Upload Queue" -> "Observation-Upload-Queue-<16 hex digits>". So different
+    /// names never share a folder, and "Upload Queue" never reads "Upload-Queue"'s jobs.
     /// - Parameter queueName: A queue name.
     /// - Returns: One safe path component.
     public static func folderName(forQueueName queueName: String) -> String {
@@ -109,8 +113,9 @@ public final class FileBasedPersister<JobType: QueueJob>: JobPersister, Sendable
         try QueueFolder.defaultRoot()
     }
 
-    /// The problems the most recent ``load()`` met: one `.corruptJob` error per file that
-    /// was moved to `corrupt/`; empty when every file loaded.
+    /// The problems the most recent ``load()`` met: one `.corruptJob` error per damaged file
+    /// moved to `corrupt/`, one `.undecodableJob` error (with the job's id) per intact job
+    /// left in place; empty when every file loaded.
     public var loadIssues: [PersistenceError] {
         issues.withLock { $0 }
     }
@@ -122,8 +127,8 @@ public final class FileBasedPersister<JobType: QueueJob>: JobPersister, Sendable
     /// Stores `jobs` durably, in order, after every job already stored; a job whose `id` is
     /// already stored is replaced and keeps its place.
     ///
-    /// Each job's file is written atomically; the batch as a whole is not: if the call throws,
-    /// jobs before the failing one may be stored.
+    /// All or nothing: every job is written and flushed to a temporary file first, then moved
+    /// into place; if the call throws, none of the batch's new jobs is stored.
     /// - Parameter jobs: The jobs to store.
     /// - Throws: ``PersistenceError`` (`.storageUnavailable`, `.encodingFailed`, `.writeFailed`).
     public func persist(_ jobs: [JobType]) throws {
@@ -145,16 +150,34 @@ public final class FileBasedPersister<JobType: QueueJob>: JobPersister, Sendable
 
     /// Returns every stored job in the order it was first persisted.
     ///
-    /// Files that cannot be decoded are moved to `corrupt/` and reported in ``loadIssues``
-    /// instead of failing the load.
+    /// The policy both QueuePersistence persisters share: a file whose bytes are damaged
+    /// (empty, truncated, not JSON, no `id`) is moved to `corrupt/` and reported in
+    /// ``loadIssues`` (`.corruptJob`); a file that is intact but that `JobType` no longer
+    /// decodes is left in place, untouched, and reported (`.undecodableJob`, with its
+    /// ``PersistenceError/jobID`` and the decoding error), and loads again once `JobType`
+    /// decodes it; a file that cannot be read (an I/O error) fails the whole load, moving and
+    /// deleting nothing. `JobType`'s `init(from:)` runs outside every lock of the persister,
+    /// so it may call the persister.
     /// - Returns: The stored jobs, oldest first.
-    /// - Throws: ``PersistenceError`` when the folder itself cannot be read.
+    /// - Throws: ``PersistenceError`` `.readFailed` when the folder or a job file cannot be
+    ///   read (retrying is the caller's choice), `.storageUnavailable` when the folder is unusable.
     public func load() throws -> [JobType] {
         let decoder = JSONDecoder()
         let (jobs, found) = try openStore().load(
-            decode: { (data: Data) throws(PersistenceError) -> (id: String, job: JobType) in
-                let job = try JobCodec.decode(JobType.self, from: data, decoder: decoder)
-                return (job.id, job)
+            readID: JobCodec.id(from:),
+            classify: { (data: Data) -> FileJobStore.Found<JobType> in
+                let id: String
+                do {
+                    id = try JobCodec.id(from: data)
+                } catch {
+                    return .corrupt(error)
+                }
+                do {
+                    let job = try decoder.decode(JobType.self, from: data)
+                    return .job(id: job.id, job)
+                } catch {
+                    return .undecodable(id: id, error)
+                }
             },
             logger: logger
         )

@@ -155,34 +155,70 @@ final class FileJobStore: Sendable {
 
     // MARK: - Operations
 
-    /// Writes each job to a temporary file, flushes it, renames it into place, then flushes
-    /// the folder once. A job already stored keeps its file, and so its place.
+    /// Stores the batch all or nothing: writes and flushes every job to a temporary file
+    /// first, then renames each into place and flushes the folder once. A job already stored
+    /// keeps its file, and so its place. When a write fails, the temporary files are removed
+    /// and nothing changed; when a rename fails (which needs the folder itself to fail), the
+    /// files of this batch's new jobs are removed again.
     func persist(_ jobs: [(id: String, payload: Data)], readID: (Data) throws -> String) throws(PersistenceError) {
         try state.withLock { state throws(PersistenceError) in
             try openIfNeeded(&state, readID: readID)
+            var names: [(id: String, name: String, isNew: Bool)] = []
+            names.reserveCapacity(jobs.count)
+            var nextSequence = state.nextSequence
+            var batchIndex: [String: String] = [:]
             for job in jobs {
-                let name: String
-                if let existing = state.index[job.id] {
-                    name = existing
+                if let existing = batchIndex[job.id] ?? state.index[job.id] {
+                    names.append((job.id, existing, false))
                 } else {
-                    name = Self.fileName(sequence: state.nextSequence, id: job.id)
-                    state.nextSequence += 1
+                    let name = Self.fileName(sequence: nextSequence, id: job.id)
+                    nextSequence += 1
+                    batchIndex[job.id] = name
+                    names.append((job.id, name, true))
                 }
-                let temporary = path(Self.temporaryPrefix + name)
+            }
+            var written: [String] = []
+            for (job, entry) in zip(jobs, names) {
+                let temporary = path(Self.temporaryPrefix + entry.name)
                 do {
                     try DurableFile.remove(temporary)
                     try DurableFile.writeNewFile(job.payload, to: temporary)
-                    try DurableFile.rename(temporary, to: path(name))
+                    written.append(temporary)
                 } catch {
-                    try? DurableFile.remove(temporary)
+                    for file in written { try? DurableFile.remove(file) }
                     throw PersistenceError(
                         code: .writeFailed,
-                        message: "Job \(job.id) could not be written; check free space and permissions.",
-                        path: path(name),
+                        message: "Job \(job.id) could not be written, so none of the \(jobs.count) job(s) was stored; "
+                            + "check free space and permissions.",
+                        path: path(entry.name),
+                        jobID: job.id,
                         underlying: error
                     )
                 }
-                state.index[job.id] = name
+            }
+            // Sequence numbers are used up even if a rename fails, so that a name is never reused.
+            state.nextSequence = nextSequence
+            var renamed: [(id: String, name: String, isNew: Bool)] = []
+            for entry in names where !renamed.contains(where: { $0.name == entry.name }) {
+                do {
+                    try DurableFile.rename(path(Self.temporaryPrefix + entry.name), to: path(entry.name))
+                    renamed.append(entry)
+                } catch {
+                    for file in written { try? DurableFile.remove(file) }
+                    for undo in renamed where undo.isNew { try? DurableFile.remove(path(undo.name)) }
+                    try? DurableFile.syncDirectory(directory)
+                    throw PersistenceError(
+                        code: .writeFailed,
+                        message: "Job \(entry.id) could not be moved into place, so the new jobs of this batch were "
+                            + "removed again; check the queue folder.",
+                        path: path(entry.name),
+                        jobID: entry.id,
+                        underlying: error
+                    )
+                }
+            }
+            for entry in names {
+                state.index[entry.id] = entry.name
             }
             do {
                 try DurableFile.syncDirectory(directory)
@@ -238,54 +274,133 @@ final class FileJobStore: Sendable {
         }
     }
 
-    /// Reads every job file in sequence order and hands each to `decode`. A file that
-    /// cannot be read or decoded is moved to `corrupt/` and reported; the rest load.
+    /// What a load found in one file.
+    enum Found<Job> {
+        case job(id: String, Job)
+        /// The bytes are intact (they parse, and name an id) but the job type does not decode them.
+        case undecodable(id: String, any Error)
+        /// The bytes are damaged: empty, truncated, not the format, or no id.
+        case corrupt(any Error)
+    }
+
+    /// Reads every job file in sequence order and hands each to `classify`, outside the lock:
+    /// `classify` runs the job type's `init(from:)`, which is the user's code. Corrupt files
+    /// are moved to `corrupt/`; undecodable ones stay where they are, reported; a file that
+    /// cannot be read fails the load.
     func load<Job>(
-        decode: (Data) throws -> (id: String, job: Job),
+        readID: (Data) throws -> String,
+        classify: (Data) -> Found<Job>,
         logger: Logger
     ) throws(PersistenceError) -> (jobs: [Job], issues: [PersistenceError]) {
         try state.withLock { state throws(PersistenceError) in
-            try openIfNeeded(&state, readID: { try decode($0).id })
-            let names: [String]
+            try openIfNeeded(&state, readID: readID)
+        }
+        let names: [String]
+        do {
+            names = try DurableFile.list(directory)
+        } catch {
+            throw PersistenceError(
+                code: .readFailed,
+                message: "The queue folder could not be listed; check its permissions, then load again.",
+                path: directory,
+                underlying: error
+            )
+        }
+        let files = names.compactMap { name in Self.parse(fileName: name).map { (name, $0.sequence) } }
+            .sorted { ($0.1, $0.0) < ($1.1, $1.0) }
+        var jobs: [Job] = []
+        jobs.reserveCapacity(files.count)
+        var issues: [PersistenceError] = []
+        var seen: [String: String] = [:]
+        var corrupt: [(name: String, cause: any Error)] = []
+        var duplicates: [(name: String, kept: String)] = []
+        for (name, _) in files {
+            let data: Data
             do {
-                names = try DurableFile.list(directory)
+                data = try DurableFile.read(path(name))
+            } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
+                continue // Deleted since the folder was listed.
             } catch {
                 throw PersistenceError(
                     code: .readFailed,
-                    message: "The queue folder could not be listed; check its permissions.",
-                    path: directory,
+                    message: "The job file \(name) could not be read; nothing was moved or deleted. Check the disk "
+                        + "and the file's permissions, then load again.",
+                    path: path(name),
                     underlying: error
                 )
             }
-            let files = names.compactMap { name in Self.parse(fileName: name).map { (name, $0.sequence) } }
-                .sorted { ($0.1, $0.0) < ($1.1, $1.0) }
-            var jobs: [Job] = []
-            jobs.reserveCapacity(files.count)
-            var issues: [PersistenceError] = []
-            var index: [String: String] = [:]
-            for (name, sequence) in files {
-                state.nextSequence = max(state.nextSequence, sequence + 1)
-                do {
-                    let data = try DurableFile.read(path(name))
-                    let (id, job) = try decode(data)
-                    if let previous = index[id] {
-                        // Two files for one id (only a foreign copy can do this): keep the first.
-                        logger.warning("Duplicate job file ignored", metadata: ["file": "\(name)", "kept": "\(previous)"])
-                        continue
-                    }
-                    index[id] = name
-                    jobs.append(job)
-                } catch {
-                    issues.append(quarantine(name, cause: error, logger: logger))
+            switch classify(data) {
+            case .job(let id, let job):
+                if let previous = seen[id] {
+                    // Two files for one id (only a foreign copy can do this): keep the first.
+                    duplicates.append((name, previous))
+                    continue
                 }
+                seen[id] = name
+                jobs.append(job)
+            case .undecodable(let id, let error):
+                seen[id] = seen[id] ?? name
+                issues.append(
+                    PersistenceError(
+                        code: .undecodableJob,
+                        message: "The stored job \(id) (file \(name)) is intact but is not a \(Job.self) any more; it "
+                            + "was left in place and skipped. It loads again once \(Job.self) can decode it.",
+                        path: path(name),
+                        jobID: id,
+                        underlying: error
+                    )
+                )
+            case .corrupt(let error):
+                corrupt.append((name, error))
             }
-            state.index = index
-            return (jobs, issues)
         }
+        for (name, kept) in duplicates {
+            logger.warning("Duplicate job file ignored", metadata: ["file": "\(name)", "kept": "\(kept)"])
+        }
+        for (name, cause) in corrupt {
+            let moved = state.withLock { state in
+                let moved = quarantine(name, cause: cause)
+                if let id = state.index.first(where: { $0.value == name })?.key {
+                    state.index[id] = nil
+                }
+                return moved
+            }
+            switch moved {
+            case .success(let destination):
+                logger.error(
+                    "Corrupt job file moved aside",
+                    metadata: ["file": "\(name)", "movedTo": "\(destination)", "error": "\(cause)"]
+                )
+                issues.append(
+                    PersistenceError(
+                        code: .corruptJob,
+                        message: "The job file \(name) is empty, truncated or not a job; it was moved to "
+                            + "\(destination) and every other job was loaded.",
+                        path: destination,
+                        underlying: cause
+                    )
+                )
+            case .failure(let error):
+                logger.error(
+                    "Corrupt job file could not be moved aside",
+                    metadata: ["file": "\(path(name))", "error": "\(error)"]
+                )
+                issues.append(
+                    PersistenceError(
+                        code: .corruptJob,
+                        message: "The job file \(name) is empty, truncated or not a job, and could not be moved to "
+                            + "\(Self.corruptFolder)/; it was skipped.",
+                        path: path(name),
+                        underlying: cause
+                    )
+                )
+            }
+        }
+        return (jobs, issues)
     }
 
-    /// Moves a bad file into `corrupt/` (never deletes it) and describes what happened.
-    private func quarantine(_ name: String, cause: any Error, logger: Logger) -> PersistenceError {
+    /// Moves a corrupt file into `corrupt/` (never deletes it); returns where it went.
+    private func quarantine(_ name: String, cause: any Error) -> Result<String, any Error> {
         let corruptDirectory = path(Self.corruptFolder)
         var destination = corruptDirectory + "/" + name
         do {
@@ -298,29 +413,9 @@ final class FileJobStore: Sendable {
             try DurableFile.rename(path(name), to: destination)
             try DurableFile.syncDirectory(corruptDirectory)
             try DurableFile.syncDirectory(directory)
+            return .success(destination)
         } catch {
-            logger.error(
-                "Unreadable job file could not be moved aside",
-                metadata: ["file": "\(path(name))", "error": "\(error)"]
-            )
-            return PersistenceError(
-                code: .corruptJob,
-                message: "The job file \(name) is empty, truncated or not a job of this type, and could not be "
-                    + "moved to \(Self.corruptFolder)/; it was skipped.",
-                path: path(name),
-                underlying: cause
-            )
+            return .failure(error)
         }
-        logger.error(
-            "Unreadable job file moved aside",
-            metadata: ["file": "\(name)", "movedTo": "\(destination)", "error": "\(cause)"]
-        )
-        return PersistenceError(
-            code: .corruptJob,
-            message: "The job file \(name) is empty, truncated or not a job of this type; it was moved to "
-                + "\(destination) and every other job was loaded.",
-            path: destination,
-            underlying: cause
-        )
     }
 }

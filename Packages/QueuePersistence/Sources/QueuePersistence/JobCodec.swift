@@ -20,21 +20,6 @@ enum JobCodec {
         }
     }
 
-    static func decode<Job: QueueJob>(_ type: Job.Type, from data: Data, decoder: JSONDecoder = JSONDecoder()) throws(PersistenceError) -> Job {
-        guard !data.isEmpty else {
-            throw PersistenceError(code: .corruptJob, message: "The stored job is empty (0 bytes).")
-        }
-        do {
-            return try decoder.decode(Job.self, from: data)
-        } catch {
-            throw PersistenceError(
-                code: .corruptJob,
-                message: "A stored job (\(data.count) bytes) is truncated or not a \(Job.self).",
-                underlying: error
-            )
-        }
-    }
-
     /// Encodes `job` in the compact binary format SQLite rows use.
     static func encodeBinary<Job: QueueJob>(_ job: Job) throws(PersistenceError) -> Data {
         do {
@@ -43,22 +28,6 @@ enum JobCodec {
             throw PersistenceError(
                 code: .encodingFailed,
                 message: "Job \(job.id) could not be encoded; check its Encodable conformance.",
-                underlying: error
-            )
-        }
-    }
-
-    /// Decodes a job stored in the compact binary format.
-    static func decodeBinary<Job: QueueJob>(_ type: Job.Type, from data: [UInt8]) throws(PersistenceError) -> Job {
-        guard !data.isEmpty else {
-            throw PersistenceError(code: .corruptJob, message: "The stored job is empty (0 bytes).")
-        }
-        do {
-            return try BinaryJobCoder.decode(Job.self, from: data)
-        } catch {
-            throw PersistenceError(
-                code: .corruptJob,
-                message: "A stored job (\(data.count) bytes) is truncated or not a \(Job.self).",
                 underlying: error
             )
         }

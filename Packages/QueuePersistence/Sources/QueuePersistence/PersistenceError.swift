@@ -22,9 +22,15 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
         public static let readFailed = Code("readFailed")
         /// A job could not be encoded for storage.
         public static let encodingFailed = Code("encodingFailed")
-        /// A stored job could not be decoded (an empty, truncated or foreign file or row).
-        /// ``FileBasedPersister`` moves such a file to its `corrupt/` folder.
+        /// A stored job's bytes are damaged: empty, truncated, badly framed, not the format.
+        /// Both persisters set such bytes aside (``FileBasedPersister`` in its `corrupt/`
+        /// folder, ``SQLiteJobPersister`` in its quarantine table) and load every other job.
         public static let corruptJob = Code("corruptJob")
+        /// A stored job's bytes are intact, but the job type no longer decodes them (it gained
+        /// a non-optional field, say). The job is left where it is, untouched, reported in
+        /// `loadIssues` with its ``PersistenceError/jobID`` and the decoding error as
+        /// ``PersistenceError/underlying``, and loads again once the type decodes it.
+        public static let undecodableJob = Code("undecodableJob")
         /// The file is not a SQLite database, or the database is damaged.
         public static let corruptDatabase = Code("corruptDatabase")
         /// The database was written by a newer QueuePersistence whose schema this version
@@ -43,6 +49,8 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
     public let message: String
     /// The file or folder concerned, if any.
     public let path: String?
+    /// The id of the job concerned, when it is known (an undecodable job's, say).
+    public let jobID: String?
     /// The error that caused this one, if any.
     public let underlying: (any Error)?
 
@@ -52,11 +60,13 @@ public struct PersistenceError: Error, Sendable, CustomStringConvertible {
     ///   - code: What kind of failure this is.
     ///   - message: What happened and what to do about it.
     ///   - path: The file or folder concerned, if any.
+    ///   - jobID: The id of the job concerned, if known.
     ///   - underlying: The error that caused this one, if any.
-    public init(code: Code, message: String, path: String? = nil, underlying: (any Error)? = nil) {
+    public init(code: Code, message: String, path: String? = nil, jobID: String? = nil, underlying: (any Error)? = nil) {
         self.code = code
         self.message = message
         self.path = path
+        self.jobID = jobID
         self.underlying = underlying
     }
 

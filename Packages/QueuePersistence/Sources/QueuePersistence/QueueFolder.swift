@@ -38,20 +38,20 @@ enum QueueFolder {
 
     /// Turns a queue name into one path component that stays inside its parent folder.
     ///
-    /// Letters, digits, `-`, `_` and `.` are kept and each space becomes `-`, so
-    /// "Observation Upload Queue" becomes "Observation-Upload-Queue". Any other character
-    /// (`/`, `\`, control characters, ...) becomes `-`, leading dots are dropped (no `.` or
-    /// `..`), and then, so that two names that differ only there do not share a folder, a
-    /// hash of the original name is appended. An empty result becomes `Queue`.
+    /// A name that is already safe (letters, digits, `-`, `_` and `.` only, no leading dot,
+    /// at most 120 bytes) is its own folder name, as it always was. Any other name is changed:
+    /// each space or other character (`/`, `\`, control characters, ...) becomes `-`, leading
+    /// dots are dropped (no `.` or `..`), and then, so that two names that differ only in a
+    /// changed character never share a folder, a hash of the original name is appended:
+    /// "Upload Queue" -> "Upload-Queue-<16 hex digits>", never "Upload-Queue" (the folder of
+    /// the queue named "Upload-Queue"). An empty result becomes `Queue`.
     static func sanitize(_ name: String) -> String {
         var result = ""
         var changed = false
         for scalar in name.unicodeScalars {
             let isControl = scalar.properties.generalCategory == .control
                 || scalar.properties.generalCategory == .format
-            if scalar == " " {
-                result.append("-")
-            } else if !isControl,
+            if !isControl,
                 scalar == "-" || scalar == "_" || scalar == "." || scalar.properties.isAlphabetic
                     || scalar.properties.numericType != nil
             {

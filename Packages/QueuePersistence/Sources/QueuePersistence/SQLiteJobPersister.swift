@@ -93,8 +93,9 @@ public final class SQLiteJobPersister<JobType: QueueJob>: JobPersister, Sendable
         self.logger = configuration.logger
     }
 
-    /// The problems the most recent ``load()`` met: one `.corruptJob` error per stored row that
-    /// could not be decoded (it is kept in the database and skipped).
+    /// The problems the most recent ``load()`` met: one `.corruptJob` error per damaged row
+    /// moved to the quarantine table, one `.undecodableJob` error (with the job's id) per
+    /// intact row left in place; empty when every row loaded.
     public var loadIssues: [PersistenceError] {
         issues.withLock { $0 }
     }
@@ -123,66 +124,117 @@ public final class SQLiteJobPersister<JobType: QueueJob>: JobPersister, Sendable
 
     /// Returns every stored job of this queue in the order it was first persisted.
     ///
-    /// A row that cannot be decoded is skipped, kept, logged and listed in ``loadIssues``.
+    /// The policy both QueuePersistence persisters share: a row whose bytes are damaged
+    /// (empty, truncated, badly framed or nested too deep) is moved to the file's
+    /// `queuePersistenceQuarantine` table and reported in ``loadIssues`` (`.corruptJob`); a
+    /// row that is intact but that `JobType` no longer decodes is left in place, untouched,
+    /// and reported (`.undecodableJob`, with its ``PersistenceError/jobID`` and the decoding
+    /// error), and loads again once `JobType` decodes it; a read error fails the whole load.
+    /// Rows are read in pages, and `JobType`'s `init(from:)` runs outside every database
+    /// access and lock, so it may use the persister.
     /// - Returns: The stored jobs, oldest first.
     /// - Throws: ``PersistenceError`` (`.readFailed`, `.corruptDatabase`).
     public func load() throws -> [JobType] {
-        // Decoding dominates a large load, so rows are read in chunks and each chunk is
-        // decoded on every core; only one chunk of raw payloads is in memory at a time.
+        // Decoding dominates a large load, so rows are read in pages and each page is
+        // decoded on every core; only one page of raw payloads is in memory at a time.
         let workers = max(1, min(8, ProcessInfo.processInfo.activeProcessorCount))
-        let chunkSize = 2048 * workers
+        let pageSize = 2048 * workers
         var jobs: [JobType] = []
         var found: [PersistenceError] = []
-        var chunk: [[UInt8]] = []
-        chunk.reserveCapacity(chunkSize)
-        var position = 0
-        func flush() {
-            for outcome in Self.decode(chunk, workers: workers) {
-                position += 1
+        var corrupt: [(row: SQLiteJobStore.StoredRow, error: any Error)] = []
+        var after = Int64.min
+        while true {
+            let page = try store.rows(queue: queueName, after: after, limit: pageSize)
+            guard let last = page.last else { break }
+            after = last.sequence
+            for (row, outcome) in zip(page, Self.decode(page, workers: workers)) {
                 switch outcome {
-                case .success(let job):
+                case .job(let job):
                     jobs.append(job)
-                case .failure(let error):
-                    logger.error(
-                        "Undecodable job row skipped",
-                        metadata: ["queue": "\(queueName)", "position": "\(position)", "error": "\(error)"]
-                    )
+                case .undecodable(let error):
                     found.append(
                         PersistenceError(
-                            code: .corruptJob,
-                            message: "Stored job number \(position) of queue \(queueName) could not be decoded as "
-                                + "\(JobType.self); it was kept in the database and skipped.",
+                            code: .undecodableJob,
+                            message: "The stored job \(row.jobID) of queue \(queueName) is intact but is not a "
+                                + "\(JobType.self) any more; it was left in the database and skipped. It loads again once "
+                                + "\(JobType.self) can decode it.",
                             path: path,
+                            jobID: row.jobID,
                             underlying: error
                         )
                     )
+                case .corrupt(let error):
+                    corrupt.append((row, error))
                 }
             }
-            chunk.removeAll(keepingCapacity: true)
+            if page.count < pageSize { break }
         }
-        try store.forEachPayload(queue: queueName) { payload in
-            chunk.append(payload)
-            if chunk.count == chunkSize { flush() }
+        if !corrupt.isEmpty {
+            var moved = true
+            do {
+                try store.quarantine(sequences: corrupt.map(\.row.sequence))
+            } catch {
+                moved = false
+                logger.error("Corrupt job rows could not be quarantined", metadata: ["queue": "\(queueName)", "error": "\(error)"])
+            }
+            for (row, error) in corrupt {
+                logger.error(
+                    "Corrupt job row set aside",
+                    metadata: ["queue": "\(queueName)", "job": "\(row.jobID)", "error": "\(error)"]
+                )
+                found.append(
+                    PersistenceError(
+                        code: .corruptJob,
+                        message: "The stored bytes of job \(row.jobID) of queue \(queueName) are damaged; "
+                            + (moved
+                                ? "the row was moved to the \(SQLiteJobStore.quarantineTable) table and every other job was loaded."
+                                : "it could not be moved to the \(SQLiteJobStore.quarantineTable) table and was skipped."),
+                        path: path,
+                        jobID: row.jobID,
+                        underlying: error
+                    )
+                )
+            }
         }
-        flush()
+        for issue in found where issue.code == .undecodableJob {
+            logger.error(
+                "Undecodable job row skipped",
+                metadata: ["queue": "\(queueName)", "job": "\(issue.jobID ?? "")", "error": "\(issue.underlying.map { "\($0)" } ?? "")"]
+            )
+        }
         issues.withLock { $0 = found }
         return jobs
     }
 
-    /// Decodes `payloads` on up to `workers` threads, keeping their order.
-    private static func decode(_ payloads: [[UInt8]], workers: Int) -> [Result<JobType, PersistenceError>] {
-        guard payloads.count > 256, workers > 1 else {
-            return payloads.map { payload in
-                Result { () throws(PersistenceError) -> JobType in try JobCodec.decodeBinary(JobType.self, from: payload) }
+    private enum Outcome {
+        case job(JobType)
+        case undecodable(any Error)
+        case corrupt(any Error)
+    }
+
+    private static func outcome(_ payload: [UInt8]) -> Outcome {
+        do {
+            return .job(try BinaryJobCoder.decode(JobType.self, from: payload))
+        } catch {
+            do {
+                try BinaryJobCoder.validate(payload)
+            } catch let framing {
+                return .corrupt(framing)
             }
+            return .undecodable(error)
         }
-        let slice = (payloads.count + workers - 1) / workers
-        let slots = Mutex<[[Result<JobType, PersistenceError>]]>(Array(repeating: [], count: workers))
+    }
+
+    /// Decodes `rows` on up to `workers` threads, keeping their order.
+    private static func decode(_ rows: [SQLiteJobStore.StoredRow], workers: Int) -> [Outcome] {
+        guard rows.count > 256, workers > 1 else {
+            return rows.map { outcome($0.payload) }
+        }
+        let slice = (rows.count + workers - 1) / workers
+        let slots = Mutex<[[Outcome]]>(Array(repeating: [], count: workers))
         DispatchQueue.concurrentPerform(iterations: workers) { worker in
-            let range = min(payloads.count, worker * slice)..<min(payloads.count, (worker + 1) * slice)
-            let decoded = payloads[range].map { payload in
-                Result { () throws(PersistenceError) -> JobType in try JobCodec.decodeBinary(JobType.self, from: payload) }
-            }
+            let range = min(rows.count, worker * slice)..<min(rows.count, (worker + 1) * slice)
+            let decoded = rows[range].map { outcome($0.payload) }
             slots.withLock { $0[worker] = decoded }
         }
         return slots.withLock { $0.flatMap { $0 } }

@@ -142,25 +142,67 @@ final class SQLiteJobStore: Sendable {
 
     // MARK: - Reading
 
-    /// Streams the queue's payloads in order to `body`, without holding them all in memory.
-    func forEachPayload(queue: String, _ body: ([UInt8]) throws -> Void) throws(PersistenceError) {
+    /// One stored row of a queue.
+    struct StoredRow: Sendable {
+        let sequence: Int64
+        let jobID: String
+        let payload: [UInt8]
+    }
+
+    /// Up to `limit` of the queue's rows after `sequence`, in order, in one short read: no
+    /// database access is held while the caller decodes them (the job type's `init(from:)` is
+    /// the user's code, and may use the database itself).
+    func rows(queue: String, after sequence: Int64, limit: Int) throws(PersistenceError) -> [StoredRow] {
         do {
-            try pool.read { db in
+            return try pool.read { db in
                 let rows = try Row.fetchCursor(
                     db,
-                    sql: "SELECT payload FROM \(Self.jobTable) WHERE queueName = ? ORDER BY sequence",
-                    arguments: [queue]
+                    sql: "SELECT sequence, jobID, payload FROM \(Self.jobTable) WHERE queueName = ? AND sequence > ? "
+                        + "ORDER BY sequence LIMIT ?",
+                    arguments: [queue, sequence, limit]
                 )
+                var page: [StoredRow] = []
+                page.reserveCapacity(limit)
                 while let row = try rows.next() {
                     // One copy, straight from SQLite's buffer.
-                    let payload = try row.withUnsafeData(atIndex: 0) { data in data.map { [UInt8]($0) } ?? [] }
-                    try body(payload)
+                    let payload = try row.withUnsafeData(atIndex: 2) { data in data.map { [UInt8]($0) } ?? [] }
+                    page.append(StoredRow(sequence: row[0], jobID: row[1], payload: payload))
                 }
+                return page
             }
-        } catch let error as PersistenceError {
-            throw error
         } catch {
             throw Self.translate(error, path: path, action: .read)
+        }
+    }
+
+    /// The table corrupt rows are moved to: the job table's columns, created on first use.
+    static let quarantineTable = "queuePersistenceQuarantine"
+
+    /// Moves the rows with these sequence numbers to the quarantine table, in one transaction.
+    func quarantine(sequences: [Int64]) throws(PersistenceError) {
+        do {
+            try pool.write { db in
+                try db.execute(
+                    sql: """
+                        CREATE TABLE IF NOT EXISTS \(Self.quarantineTable) (
+                            sequence INTEGER PRIMARY KEY,
+                            queueName TEXT NOT NULL,
+                            jobID TEXT NOT NULL,
+                            payload BLOB NOT NULL
+                        )
+                        """
+                )
+                for sequence in sequences {
+                    try db.execute(
+                        sql: "INSERT OR REPLACE INTO \(Self.quarantineTable) SELECT sequence, queueName, jobID, payload "
+                            + "FROM \(Self.jobTable) WHERE sequence = ?",
+                        arguments: [sequence]
+                    )
+                    try db.execute(sql: "DELETE FROM \(Self.jobTable) WHERE sequence = ?", arguments: [sequence])
+                }
+            }
+        } catch {
+            throw Self.translate(error, path: path, action: .write)
         }
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 @testable import QueuePersistence
 import Testing
+import QueueCoreTesting
 
 /// A job with every shape Codable can produce, for the SQLite rows' binary format.
 private struct RichJob: Codable, Equatable {
@@ -32,7 +33,7 @@ private struct RichJob: Codable, Equatable {
     var dates: [Date]
 }
 
-@Suite
+@Suite(.timeLimit(.minutes(1)))
 struct BinaryJobCoderTests {
     private static let sample = RichJob(
         id: "ünï-😀",

@@ -2,6 +2,7 @@ import Foundation
 import QueuePersistence
 import QueuePersistenceTesting
 import Testing
+import QueueCoreTesting
 
 @Suite(.timeLimit(.minutes(1)))
 struct CompatTests {

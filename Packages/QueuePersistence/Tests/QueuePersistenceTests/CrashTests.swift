@@ -2,6 +2,7 @@ import Foundation
 import QueueCore
 import QueuePersistence
 import Testing
+import QueueCoreTesting
 
 /// The job the crash helper writes (same fields, same JSON).
 private struct CrashJob: QueueJob, Equatable {

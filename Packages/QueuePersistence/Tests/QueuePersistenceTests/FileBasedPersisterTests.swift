@@ -1,11 +1,16 @@
 import Foundation
 @testable import QueuePersistence
 import Testing
+import QueueCoreTesting
 
 @Suite(.timeLimit(.minutes(1)))
 struct FileBasedPersisterTests {
-    @Test func queueNameWithSpacesBecomesTheSeedsFolderName() {
-        #expect(FileBasedPersister<CuteJob>.folderName(forQueueName: "Observation Upload Queue") == "Observation-Upload-Queue")
+    @Test func aSafeNameIsItsOwnFolderAndANameWithSpacesGetsAHashedOne() {
+        #expect(FileBasedPersister<CuteJob>.folderName(forQueueName: "Observation-Upload-Queue") == "Observation-Upload-Queue")
+        #expect(FileBasedPersister<CuteJob>.folderName(forQueueName: "uploads_v2.1") == "uploads_v2.1")
+        let spaced = FileBasedPersister<CuteJob>.folderName(forQueueName: "Observation Upload Queue")
+        #expect(spaced.hasPrefix("Observation-Upload-Queue-"))
+        #expect(spaced.count == "Observation-Upload-Queue-".count + 16)
     }
 
     @Test func defaultLocationFollowsXDGDataHomeThenHome() throws {
@@ -29,7 +34,7 @@ struct FileBasedPersisterTests {
         let directory = try #require(persister.directory)
         defer { try? FileManager.default.removeItem(at: directory) }
         #expect(directory.standardizedFileURL.path == (try FileBasedPersister<CuteJob>.defaultRootDirectory())
-            .appendingPathComponent(name.replacingOccurrences(of: " ", with: "-")).standardizedFileURL.path)
+            .appendingPathComponent(FileBasedPersister<CuteJob>.folderName(forQueueName: name)).standardizedFileURL.path)
         let job = CuteJob(data: Data("x".utf8), action: "create")
         try persister.persist([job])
         #expect(filesBelow(directory).count == 1)
@@ -51,9 +56,44 @@ struct FileBasedPersisterTests {
     }
 
     @Test func namesThatSanitizeAlikeDoNotShareAFolder() {
-        let names = ["a/b", "a\\b", "a:b", "a b", "a-b", "a..b"]
+        let names = ["a/b", "a\\b", "a:b", "a b", "a-b", "a..b", "a\tb", "a  b", "a--b"]
         let folders = Set(names.map(FileBasedPersister<CuteJob>.folderName(forQueueName:)))
-        #expect(folders.count == names.count - 1) // "a b" and "a-b" both become "a-b", as the seed's rule says
+        #expect(folders.count == names.count)
+    }
+
+    @Test func queuesWhoseNamesDifferOnlyInASpaceOrADashNeverSeeOrClearEachOthersJobs() throws {
+        let directory = try TemporaryDirectory()
+        let spaced = FileBasedPersister(handling: CuteJob.self, queueName: "Upload Queue", directory: directory.url)
+        let dashed = FileBasedPersister(handling: CuteJob.self, queueName: "Upload-Queue", directory: directory.url)
+        #expect(spaced.directory != dashed.directory)
+        let mine = CuteJob(id: "spaced-job")
+        let theirs = CuteJob(id: "dashed-job")
+        try spaced.persist([mine])
+        try dashed.persist([theirs])
+        #expect(try spaced.load() == [mine])
+        #expect(try dashed.load() == [theirs])
+        spaced.clear(completion: nil)
+        #expect(try spaced.load() == [])
+        #expect(try dashed.load() == [theirs])
+    }
+
+    @Test func aSafeNamesFolderWrittenByTheEarlierLayoutKeepsItsJobsAndTheirOrder() throws {
+        // Lay the folder out as the previous version wrote it: `<root>/<name>/<20-digit
+        // sequence>-<id>.job`, each file the job's JSON.
+        let directory = try TemporaryDirectory()
+        let folder = directory.file("Photo-Uploads_v1")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let old = [CuteJob(id: "old-1", action: "a"), CuteJob(id: "old-2", action: "b")]
+        for (index, job) in old.enumerated() {
+            try JSONEncoder().encode(job).write(to: folder.appendingPathComponent("0000000000000000000\(index + 1)-\(job.id).job"))
+        }
+        let persister = FileBasedPersister(handling: CuteJob.self, queueName: "Photo-Uploads_v1", directory: directory.url)
+        #expect(persister.directory?.standardizedFileURL.path == folder.standardizedFileURL.path)
+        #expect(try persister.load() == old)
+        let new = CuteJob(id: "new-3")
+        try persister.persist([new])
+        #expect(try FileBasedPersister(handling: CuteJob.self, queueName: "Photo-Uploads_v1", directory: directory.url).load() == old + [new])
+        #expect(filesBelow(directory.url).allSatisfy { $0.hasPrefix("Photo-Uploads_v1/") })
     }
 
     @Test func eachJobIsOneFileAndNoTemporaryFileRemains() throws {

@@ -2,8 +2,9 @@ import Foundation
 import QueueCore
 import QueuePersistence
 import Testing
+import QueueCoreTesting
 
-@Suite
+@Suite(.timeLimit(.minutes(1)))
 struct ReadmeExampleTests {
     @Test func readmeExampleStoresLoadsAndDeletes() throws {
         let directory = try TemporaryDirectory()
@@ -19,6 +20,6 @@ struct ReadmeExampleTests {
 
         #expect(stored.map(\.action) == ["create"])
         #expect(try database.load().isEmpty)
-        #expect(filesBelow(directory.url).contains { $0.hasPrefix("Observation-Upload-Queue/") && $0.hasSuffix(".job") })
+        #expect(filesBelow(directory.url).contains { $0.hasPrefix(FileBasedPersister<CuteJob>.folderName(forQueueName: name) + "/") && $0.hasSuffix(".job") })
     }
 }

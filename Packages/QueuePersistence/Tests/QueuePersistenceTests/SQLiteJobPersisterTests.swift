@@ -5,6 +5,7 @@ import GRDB
 @testable import QueuePersistence
 import Synchronization
 import Testing
+import QueueCoreTesting
 
 @Suite(.timeLimit(.minutes(1)))
 struct SQLiteJobPersisterTests {
@@ -115,7 +116,7 @@ struct SQLiteJobPersisterTests {
         #expect(try persister.load().map(\.id) == ["a"])
     }
 
-    @Test func anUndecodableRowIsSkippedKeptAndReported() throws {
+    @Test func aCorruptRowIsQuarantinedReportedAndEveryOtherJobLoads() throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("rows.sqlite").path
         let persister = try SQLiteJobPersister(handling: CuteJob.self, queueName: "q", path: path)
@@ -126,8 +127,15 @@ struct SQLiteJobPersisterTests {
         }
         #expect(try persister.load() == [jobs[0], jobs[2]])
         #expect(persister.loadIssues.map(\.code) == [.corruptJob])
+        #expect(persister.loadIssues.map(\.jobID) == ["b"])
         let count = try persister.store.pool.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM queuePersistenceJob") }
-        #expect(count == 3)
+        #expect(count == 2)
+        let quarantined = try persister.store.pool.read {
+            try Data.fetchAll($0, sql: "SELECT payload FROM queuePersistenceQuarantine WHERE jobID = 'b'")
+        }
+        #expect(quarantined == [Data([0x00, 0xff])]) // set aside, byte for byte
+        #expect(try persister.load() == [jobs[0], jobs[2]])
+        #expect(persister.loadIssues.isEmpty)
     }
 
     @Test func concurrentCallersShareOneCommit() async throws {

@@ -2,8 +2,9 @@ import Foundation
 import GRDB
 import QueuePersistence
 import Testing
+import QueueCoreTesting
 
-@Suite
+@Suite(.timeLimit(.minutes(1)))
 struct SQLiteStoreTests {
     private static func schema(_ migrations: [String] = ["demo-v1"]) -> SQLiteSchema {
         var migrator = DatabaseMigrator()

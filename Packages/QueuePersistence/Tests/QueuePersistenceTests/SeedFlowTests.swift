@@ -2,9 +2,10 @@ import Foundation
 import QueueCore
 import QueuePersistence
 import Testing
+import QueueCoreTesting
 
 /// The seed's "Persisting QueueJobs" flows, written as the seed shows them.
-@Suite
+@Suite(.timeLimit(.minutes(1)))
 struct SeedFlowTests {
     private static func persister(_ backend: String, _ name: String, _ directory: TemporaryDirectory) throws -> any JobPersister<CuteJob> {
         if backend == "sqlite" {

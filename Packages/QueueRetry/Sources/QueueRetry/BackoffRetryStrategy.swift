@@ -1,3 +1,4 @@
+import AsyncPrimitives
 public import Foundation
 public import QueueCore
 import Synchronization
@@ -19,7 +20,8 @@ public final class BackoffRetryStrategy: JobRetryStrategy {
         var lastJobID: String?
         var failures = 0
         var restart: Task<Void, Never>?
-        var random: any RandomNumberGenerator & Sendable
+        /// `nil` while a `retry` call draws from it outside the lock.
+        var random: (any RandomNumberGenerator & Sendable)?
     }
 
     /// The backoff arithmetic: initial delay, cap and jitter.
@@ -33,7 +35,11 @@ public final class BackoffRetryStrategy: JobRetryStrategy {
     ///   - initialBackoff: Seconds to wait after a job's first failure. Defaults to 1.
     ///   - maxBackoff: The longest wait in seconds. Defaults to 3600 (an hour).
     ///   - jitter: The fraction (0 ... 1) that may be taken off each wait at random. Defaults
-    ///     to 0 (off).
+    ///     to 0 (off); NaN counts as 0.
+    ///
+    /// Any number of seconds is accepted: both are clamped with `Duration.clamping(seconds:)`,
+    /// QueueKit's one policy (NaN or negative is no wait, infinity or more than
+    /// `Duration.clampingLimit`, about 31.7 years, is that limit).
     ///   - clock: The clock that times the waits. Defaults to `ContinuousClock()`.
     ///   - randomSource: Where jitter comes from. Defaults to `SystemRandomNumberGenerator()`.
     public init(
@@ -44,9 +50,9 @@ public final class BackoffRetryStrategy: JobRetryStrategy {
         randomSource: some RandomNumberGenerator & Sendable = SystemRandomNumberGenerator()
     ) {
         self.backoff = Backoff(
-            initial: .seconds(initialBackoff.isFinite ? initialBackoff : 1),
-            maximum: .seconds(maxBackoff.isFinite ? maxBackoff : 3600),
-            jitter: jitter.isFinite ? jitter : 0
+            initial: .clamping(seconds: initialBackoff),
+            maximum: .clamping(seconds: maxBackoff),
+            jitter: jitter
         )
         self.sleep = { duration in try await clock.sleep(for: duration) }
         self.state = Mutex(State(random: randomSource))
@@ -58,7 +64,8 @@ public final class BackoffRetryStrategy: JobRetryStrategy {
 
     /// The delay the next failure of the job that failed last would get.
     public var nextBackoff: Duration {
-        state.withLock { backoff.delay(afterFailures: $0.failures + 1) }
+        let failures = state.withLock { $0.failures }
+        return backoff.delay(afterFailures: failures + 1)
     }
 
     /// Stops `queue`, re-queues `job` at its front and schedules `queue.start()` after the backoff.
@@ -69,19 +76,29 @@ public final class BackoffRetryStrategy: JobRetryStrategy {
     public func retry<JobType: QueueJob>(job: JobType, failedOnQueue queue: JobQueue<JobType>) {
         queue.stop()
         queue.retry(job)
-        let backoff = backoff
-        let (delay, previous) = state.withLock { state -> (Duration, Task<Void, Never>?) in
+        let (failures, previous, generator) = state.withLock { state in
             if state.lastJobID != job.id {
                 state.lastJobID = job.id
                 state.failures = 0
             }
             state.failures += 1
-            let delay = backoff.delay(afterFailures: state.failures, using: &state.random)
             let previous = state.restart
             state.restart = nil
-            return (delay, previous)
+            // The random source is the caller's code: draw from it outside the lock.
+            let generator = state.random
+            state.random = nil
+            return (state.failures, previous, generator)
         }
         previous?.cancel()
+        let delay: Duration
+        if var random = generator {
+            delay = backoff.delay(afterFailures: failures, using: &random)
+            state.withLock { $0.random = random }
+        } else {
+            // Another `retry` is drawing right now (one strategy shared by two queues).
+            var system = SystemRandomNumberGenerator()
+            delay = backoff.delay(afterFailures: failures, using: &system)
+        }
         let sleep = sleep
         let task = Task { [weak queue] in
             do {

@@ -1,5 +1,6 @@
 import AsyncPrimitivesTesting
 import QueueCore
+import QueueCoreTesting
 import QueueRetry
 import Synchronization
 import Testing

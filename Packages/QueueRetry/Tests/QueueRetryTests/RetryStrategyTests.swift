@@ -1,5 +1,7 @@
+import AsyncPrimitives
 import AsyncPrimitivesTesting
 import QueueCore
+import QueueCoreTesting
 import QueueRetry
 import Testing
 
@@ -219,7 +221,7 @@ struct BackoffRetryStrategyTests {
     }
 }
 
-@Suite
+@Suite(.timeLimit(.minutes(1)))
 struct BackoffTests {
     @Test
     func delaysDoubleAndStopAtTheCap() {
@@ -240,5 +242,68 @@ struct BackoffTests {
         let shortest = backoff.delay(afterFailures: 1, using: &low)
         #expect(shortest >= .seconds(3) && shortest < .seconds(3.01))
         #expect(Backoff(initial: .seconds(4), maximum: .seconds(4)).delay(afterFailures: 1, using: &random) == .seconds(4))
+    }
+}
+
+/// Any number of seconds is accepted and clamped with `Duration.clamping(seconds:)`; before,
+/// `maxBackoff: 1e30` passed the `isFinite` check and trapped in `Duration.seconds(_:)`.
+@Suite(.timeLimit(.minutes(1)))
+struct BackoffClampingTests {
+    @Test(arguments: [Double.infinity, .nan, -1, 1e30])
+    func backoffRetryStrategyClampsAnyNumberOfSecondsAndStillRetries(_ seconds: Double) async {
+        let clock = ManualClock()
+        let strategy = BackoffRetryStrategy(initialBackoff: seconds, maxBackoff: seconds, clock: clock)
+        let expected = Duration.clamping(seconds: seconds)
+        #expect(strategy.backoff.initial == expected)
+        #expect(strategy.backoff.maximum == expected)
+        #expect(strategy.nextBackoff == expected)
+
+        // A failing job waits exactly the clamped delay, then runs again.
+        let queue = JobQueue(handling: CuteJob.self, name: "clamped")
+        queue.retryStrategy = strategy
+        let processor = ScriptedProcessor(clock: clock, shouldFail: { _, attempt in attempt == 1 })
+        queue.processor = AnyJobProcessor(processor)
+        queue.add([makeJob("a")])
+        queue.start()
+        #expect(await processor.attempts.values(count: 1) == ["a@0"])
+        if expected > .zero {
+            await clock.sleepers(atLeast: 1)
+            clock.advance(by: expected - .seconds(1))
+            #expect(queue.state == .stopped)
+            clock.advance(by: .seconds(1))
+        }
+        let attempts = await processor.attempts.values(count: 2)
+        #expect(attempts.count == 2)
+        #expect(attempts.last?.hasPrefix("a@") == true)
+    }
+
+    @Test(arguments: [Double.infinity, .nan, -1, 1e30, 0.5])
+    func jitterOfAnyValueStaysWithinZeroAndOne(_ jitter: Double) {
+        let strategy = BackoffRetryStrategy(jitter: jitter)
+        #expect(strategy.backoff.jitter == (jitter > 0 ? min(jitter, 1) : 0))
+        let backoff = Backoff(initial: .seconds(4), maximum: .seconds(4), jitter: jitter)
+        var random = SeededRandom(state: 7)
+        let delay = backoff.delay(afterFailures: 1, using: &random)
+        #expect(delay >= .zero && delay <= .seconds(4))
+    }
+
+    @Test func backoffClampsDurationsPastTheLimitAndBelowZero() {
+        let huge = Backoff(initial: .seconds(Int64.max), maximum: .seconds(Int64.max), jitter: 0.5)
+        #expect(huge.initial == .clampingLimit)
+        #expect(huge.maximum == .clampingLimit)
+        var random = SeededRandom(state: 1)
+        let delay = huge.delay(afterFailures: 500, using: &random)
+        #expect(delay >= .clampingLimit / 2 && delay <= .clampingLimit)
+        let negative = Backoff(initial: .seconds(-1), maximum: .seconds(-5))
+        #expect(negative.delay(afterFailures: 3) == .zero)
+        // A value set after init obeys the same policy.
+        var edited = Backoff()
+        edited.maximum = .seconds(Int64.max)
+        #expect(edited.delay(afterFailures: 200) == .clampingLimit)
+    }
+
+    @Test func aZeroInitialDelayWithAPositiveCapReturnsAtOnceForAnyFailureCount() {
+        // The doubling loop once spun `failures - 1` times when the initial delay was zero.
+        #expect(Backoff(initial: .zero, maximum: .seconds(1)).delay(afterFailures: Int.max) == .zero)
     }
 }

@@ -1,19 +1,8 @@
 import Foundation
 import QueueCore
+import QueueCoreTesting
 
-// The seed's base job, exactly as its README writes it.
-struct CuteJob: QueueJob {
-  private(set) var id: String = UUID().uuidString
-  private(set) var createdDate = Date()
-  var data: Data?
-  var action: String = ""
-}
-
-extension CuteJob: Equatable {
-    static func == (lhs: CuteJob, rhs: CuteJob) -> Bool {
-        lhs.id == rhs.id && lhs.action == rhs.action && lhs.data == rhs.data
-    }
-}
+// `CuteJob`, the seed's base job, is shared by every package's tests: QueueCoreTesting.
 
 /// `count` jobs whose actions are "0", "1", … so that order is easy to read in failures.
 func makeJobs(count: Int, prefix: String = "") -> [CuteJob] {

@@ -1,5 +1,6 @@
 import AsyncPrimitivesTesting
 import QueueCore
+import QueueCoreTesting
 import Synchronization
 
 /// Succeeds at once and records the action of every job it was handed, in order.

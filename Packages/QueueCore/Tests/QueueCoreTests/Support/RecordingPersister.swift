@@ -1,4 +1,5 @@
 import QueueCore
+import QueueCoreTesting
 import Synchronization
 
 /// An in-memory persister that records every call, and can be told to fail.

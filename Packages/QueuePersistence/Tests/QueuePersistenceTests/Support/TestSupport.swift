@@ -1,34 +1,8 @@
 import Foundation
 import QueueCore
+import QueueCoreTesting
 
-/// The seed's base job, unchanged.
-struct CuteJob: QueueJob, Equatable {
-    private(set) var id: String = UUID().uuidString
-    private(set) var createdDate = Date()
-    var data: Data?
-    var action: String = ""
-}
-
-/// A fresh folder under the system's temporary folder, removed when the value is dropped.
-final class TemporaryDirectory: Sendable {
-    let url: URL
-
-    init() throws {
-        url = FileManager.default.temporaryDirectory
-            .appendingPathComponent("QueuePersistenceTests-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    }
-
-    var path: String { url.path }
-
-    func file(_ name: String) -> URL {
-        url.appendingPathComponent(name)
-    }
-
-    deinit {
-        try? FileManager.default.removeItem(at: url)
-    }
-}
+// `CuteJob` and `TemporaryDirectory` come from QueueCoreTesting, shared by every package's tests.
 
 /// Every file under `url`, as paths relative to it.
 func filesBelow(_ url: URL) -> [String] {

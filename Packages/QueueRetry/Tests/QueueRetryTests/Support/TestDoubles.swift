@@ -1,15 +1,10 @@
 import AsyncPrimitivesTesting
 import Foundation
 import QueueCore
+import QueueCoreTesting
 import Synchronization
 
-// The seed's base job, exactly as its README writes it.
-struct CuteJob: QueueJob {
-  private(set) var id: String = UUID().uuidString
-  private(set) var createdDate = Date()
-  var data: Data?
-  var action: String = ""
-}
+// `CuteJob`, the seed's base job, comes from QueueCoreTesting, shared by every package's tests.
 
 /// A job whose action is `action`.
 func makeJob(_ action: String) -> CuteJob {
