@@ -24,6 +24,8 @@ let package = Package(
             // retries (TaskContext.retry(with:)). QueueCore arrives through both; nothing here
             // uses it directly, so it is not listed.
             dependencies: [
+                // AsyncPrimitives: `Duration.clamping(seconds:)`, the clamping every package shares.
+                .product(name: "AsyncPrimitives", package: "AsyncPrimitives"),
                 .product(name: "QueuePersistence", package: "QueuePersistence"),
                 .product(name: "QueueRetry", package: "QueueRetry"),
                 .product(name: "GRDB", package: "GRDB.swift"),

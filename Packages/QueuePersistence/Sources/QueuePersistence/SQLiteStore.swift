@@ -40,7 +40,9 @@ public struct SQLiteDatabaseOptions: Sendable, Hashable {
     ///
     /// - Parameters:
     ///   - synchronous: How durable a commit is; `.full` by default.
-    ///   - busyTimeout: How long a write waits for another process's lock; 5 s by default.
+    ///   - busyTimeout: How long a write waits for another process's lock; 5 s by default. SQLite
+    ///     counts it in milliseconds in an `Int32`: anything past about 24 days counts as that, and
+    ///     a negative value as zero.
     ///   - createsMissingFile: Whether a missing file is created; `true` by default.
     ///   - createsDirectory: Whether a missing folder is created; `false` by default.
     ///   - label: The label of GRDB's connections.
@@ -52,7 +54,8 @@ public struct SQLiteDatabaseOptions: Sendable, Hashable {
         label: String = "QueueKit"
     ) {
         self.synchronous = synchronous
-        self.busyTimeout = busyTimeout
+        // SQLite takes the timeout as an Int32 of milliseconds: clamp, so that no value traps.
+        self.busyTimeout = min(max(busyTimeout, .zero), .milliseconds(Int64(Int32.max)))
         self.createsMissingFile = createsMissingFile
         self.createsDirectory = createsDirectory
         self.label = label

@@ -34,6 +34,17 @@ struct SQLiteStoreTests {
         #expect(try Self.writerPragma("busy_timeout", store) == "5000")
     }
 
+    @Test(arguments: [
+        (Duration.seconds(1_000_000_000_000), "2147483647"), (.seconds(-5), "0"), (.milliseconds(250), "250"),
+    ])
+    func anyBusyTimeoutIsClampedToWhatSQLiteTakes(timeout: Duration, pragma: String) throws {
+        let directory = try TemporaryDirectory()
+        let store = try SQLiteStore(
+            path: directory.file("a.sqlite").path, options: .init(busyTimeout: timeout), schema: Self.schema()
+        )
+        #expect(try Self.writerPragma("busy_timeout", store) == pragma)
+    }
+
     @Test func migrationsRunOnceAndTheTablesExist() throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("a.sqlite").path

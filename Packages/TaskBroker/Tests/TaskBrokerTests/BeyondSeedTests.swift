@@ -353,6 +353,14 @@ struct BeyondSeedTests {
         #expect(error?.code == .incompatibleSchema)
     }
 
+    @Test(arguments: [Double.infinity, .nan, -1, 1e30])
+    func anyBusyTimeoutOpensTheDatabaseWithoutCrashing(busyTimeout: Double) async throws {
+        let directory = try TemporaryDirectory()
+        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"), configuration: .init(busyTimeout: busyTimeout))
+        try await database.save(TestAction(key: "a", queueName: "h-q"))
+        #expect(try await database.snapshot().map(\.pending) == [1])
+    }
+
     @Test func anUnopenableFileGetsAStorageError() async throws {
         let error = await #expect(throws: TaskBrokerError.self) {
             _ = try await TaskDatabase.sqlite(path: "/nonexistent-dir-\(UUID().uuidString)/tasks.sqlite")

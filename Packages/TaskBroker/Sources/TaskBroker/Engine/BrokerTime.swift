@@ -1,3 +1,4 @@
+import AsyncPrimitives
 import Foundation
 
 /// The broker's time: an injected `Clock` for waiting, anchored to an injected wall-clock
@@ -25,8 +26,10 @@ extension Duration {
         Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 
+    /// Any number of seconds, clamped as every QueueKit package clamps: NaN or negative is zero,
+    /// infinity or more than ``Duration/clampingLimit`` is the limit. Never traps.
     init(timeInterval: TimeInterval) {
-        self = .nanoseconds(Int64((timeInterval * 1e9).rounded()))
+        self = .clamping(seconds: timeInterval)
     }
 }
 

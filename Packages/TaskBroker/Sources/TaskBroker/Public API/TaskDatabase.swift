@@ -39,7 +39,9 @@ public final class TaskDatabase: Sendable {
 
         /// How durable a commit is. Defaults to ``Synchronous/full``.
         public var synchronous: Synchronous
-        /// How long a write waits for another process's lock before failing. Defaults to 5 s.
+        /// How long a write waits for another process's lock before failing, in seconds. Defaults
+        /// to 5 s. Any value is accepted: NaN or negative counts as 0, infinity as about 31 years.
+        /// A write that gives up is retried by the broker with ``TaskQueueBroker/Configuration/storageRetryBackoff``.
         public var busyTimeout: TimeInterval
         /// Whether ``TaskDatabase/sqlite(path:configuration:)`` creates a missing file (the
         /// default). Set it to `false` to open an existing file only: a missing one fails with
