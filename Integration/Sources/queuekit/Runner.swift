@@ -39,6 +39,20 @@ enum Runner {
         let interrupted = await withTaskGroup(of: Bool.self) { group -> Bool in
             group.addTask {
                 await progress.waitUntilDone()
+                // Done only once nothing live is stored: another process may have enqueued uploads
+                // meanwhile, and the broker runs those too. Checked again after each stored outcome
+                // until the queues are empty.
+                var outcomes = broker.events.makeAsyncIterator()
+                while !Task.isCancelled {
+                    guard let queues = try? await broker.snapshot() else { return false }
+                    let live = queues.filter { QueueNames.isLive($0.name) }
+                    let left = live.reduce(0) { $0 + max(0, $1.pending - ($1.inFlight == nil ? 0 : 1)) }
+                    guard live.contains(where: { $0.pending > 0 }) else { return false }
+                    progress.expect(more: left)
+                    while let event = await outcomes.next() {
+                        if event.isOutcome { break }
+                    }
+                }
                 return false
             }
             group.addTask {
@@ -72,6 +86,16 @@ enum Runner {
         printer.show(progress.counts, elapsed: elapsed, force: true)
         printer.finishLine()
         return RunReport(counts: progress.counts, elapsed: elapsed, interrupted: interrupted)
+    }
+}
+
+extension TaskBrokerEvent {
+    /// Whether the event reports a stored outcome (or the end).
+    var isOutcome: Bool {
+        switch self {
+        case .succeeded, .failed, .discarded, .stopped: true
+        default: false
+        }
     }
 }
 

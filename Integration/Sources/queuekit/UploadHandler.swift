@@ -127,6 +127,11 @@ final class RunProgress: Sendable {
         waiter?.resume()
     }
 
+    /// Expects `more` actions beyond those handled so far (another process enqueued them).
+    func expect(more: Int) {
+        state.withLock { $0.counts.target = $0.counts.handled + more }
+    }
+
     /// Returns when every action of the run is handled, or when the calling task is cancelled.
     func waitUntilDone() async {
         await withTaskCancellationHandler {

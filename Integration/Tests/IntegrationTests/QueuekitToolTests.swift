@@ -46,6 +46,33 @@ struct QueuekitToolTests {
         #expect(final.stdout.contains("total: 0 queue(s), 0 pending, 0 paused, 0 dead-lettered"))
     }
 
+    @Test func aWorkerRunsWhatAnotherProcessEnqueuesAndDoesNotExitWhileItIsStored() async throws {
+        let folder = try TemporaryDirectory()
+        let db = ["--database", "sqlite:\(folder.path("q.sqlite"))"]
+        let tool = QueuekitBinary.self
+        let enqueued = try await tool.run(["enqueue", "--queue", "alice", "--count", "20", "--key-prefix", "alice"] + db, in: folder.url)
+        #expect(enqueued.status == 0, "\(enqueued.stderr)")
+        let permanent = try await tool.run(["enqueue", "--queue", "carol", "--permanent"] + db, in: folder.url)
+        #expect(permanent.status == 0, "\(permanent.stderr)")
+        // carol's upload fails, waits 3 s for its retry, then is dead-lettered: the worker is busy
+        // for at least 3 s, and the second enqueue lands meanwhile.
+        let worker = try RunningTool(["work", "--max-attempts", "2", "--backoff-ms", "3000", "--work-ms", "0"] + db, in: folder.url)
+        await worker.output(containing: "done")
+        let more = try await tool.run(["enqueue", "--queue", "bob", "--count", "30", "--key-prefix", "bob"] + db, in: folder.url)
+        #expect(more.status == 0, "\(more.stderr)")
+
+        // A second worker on the same file is refused with one clear line, not run beside the first.
+        let second = try await tool.run(["work"] + db, in: folder.url)
+        #expect(second.status == 1, "\(second.stdout)")
+        #expect(second.stderr.contains("Another process runs a broker named \"uploads\""), "\(second.stderr)")
+
+        let run = await worker.finish()
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("handled 51: 50 uploaded, 1 dead-lettered"), "\(run.stdout)")
+        let stats = try await tool.run(["stats"] + db, in: folder.url)
+        #expect(stats.stdout.contains("total: 0 queue(s), 0 pending"), "\(stats.stdout)")
+    }
+
     @Test func demoRunsToItsSummaryAndASecondRunEnqueuesNothingAgain() async throws {
         let folder = try TemporaryDirectory()
         let args = ["demo", "--actions", "300", "--users", "6", "--permanent-rate", "0.02", "--max-attempts", "3"]
