@@ -107,7 +107,7 @@ else
 fi
 
 # --- The publishable tree ------------------------------------------------------------------
-split=$(git subtree split --quiet --prefix="Packages/$pkg" HEAD)
+split=$(git subtree split -q --prefix="Packages/$pkg" HEAD)
 
 # Rewrites a manifest of the split tree (MANIFEST relative to the package root, content on
 # stdin): a path dependency on a sibling becomes its URL and version range.
