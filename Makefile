@@ -1,5 +1,5 @@
 # QueueKit: `make demo` runs the end-to-end demo; `make test-all` runs every test.
-.PHONY: all setup demo test-all test lint bench versions release-check clean
+.PHONY: all setup demo test-all test lint bench versions release-check docs clean
 
 all: test-all
 
@@ -24,6 +24,11 @@ lint:
 # Release-mode benchmarks: ours against the peers, measured in the same run.
 bench: setup
 	@Scripts/bench.sh $(PACKAGE)
+
+# DocC archives of every package (`make docs PACKAGE=QueueCore` for one), through
+# swift-docc-plugin, with warnings as errors and every public symbol documented.
+docs: setup
+	@Scripts/docs.sh $(PACKAGE)
 
 # Each package's version (the top heading of its CHANGELOG) and last release.
 versions:

@@ -58,7 +58,7 @@ expect_refusal() { # WHAT PATTERN ARGS…
 }
 expect_release() { # ARGS…
     "${release[@]}" "$@" >"$log" 2>&1 || { cat "$log"; fail "release.sh $* was refused"; }
-    grep -E '^release: (released|dry run|API check)' "$log" | sed 's/^/  /'
+    grep -E '^(release: (released|dry run|API check)|  )' "$log" | sed 's/^/  /'
 }
 # Puts a new top section "## VERSION — today" in a package's CHANGELOG and commits.
 new_section() { # PACKAGE VERSION WHAT
