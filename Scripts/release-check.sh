@@ -39,6 +39,8 @@ step "cloning HEAD into $root/monorepo; publishing to $root/repos"
 git clone --quiet "$PWD" "$root/monorepo"
 mono="$root/monorepo"
 cd "$mono"
+git config user.name >/dev/null || git config user.name "QueueKit release-check"
+git config user.email >/dev/null || git config user.email "release-check@queuekit.invalid"
 { git tag --list | grep -E '^[A-Za-z]+-[0-9]+\.[0-9]+\.[0-9]+$' || true; } | xargs -r git tag -d >/dev/null
 for pkg in "${PACKAGES[@]}"; do git init --quiet --bare "$root/repos/$pkg"; done
 export QUEUEKIT_RELEASE_URL="file://$root/repos"
@@ -171,10 +173,13 @@ expect_release AsyncPrimitives "$ap_break" --skip-tests
 grep -q 'allowed by the version bump' "$log" || { cat "$log"; fail "the API check did not see the breaking change"; }
 
 # --- 4. Consumers, by URL and version only ----------------------------------------------
-# Prints "identity version" for every package in a consumer's resolved graph.
+# Prints "identity version" for every package pinned in a consumer's Package.resolved: every
+# package that resolution fetched, plugins' and tests' dependencies included.
 resolved() { # DIR
-    swift package --package-path "$1" show-dependencies --format text 2>/dev/null |
-        grep -oE '[^ ]+<[^>]*@[^>]*>' | sed -E 's/^([^<]+)<.*@([^>]*)>$/\1 \2/' | sort -u
+    python3 -c '
+import json, sys
+for pin in json.load(open(sys.argv[1]))["pins"]:
+    print(pin["identity"], pin["state"].get("version") or pin["state"].get("revision"))' "$1/Package.resolved" | sort
 }
 consumer() { # NAME DEPENDENCY PRODUCT SOURCE
     local dir="$root/$1"
