@@ -39,8 +39,9 @@ for target in json.load(sys.stdin)["targets"]:
     # Every public declaration written in our sources carries a documentation comment.
     identity=$(basename "$dir" | tr '[:upper:]' '[:lower:]')
     for target in $targets; do
-        graphs=$(ls -d "$dir"/.build/*/extracted-symbols/"$identity/$target" 2>/dev/null | head -1)
-        [ -n "$graphs" ] || { echo "docs: $pkg: no symbol graph for $target" >&2; status=1; continue; }
+        found=("$dir"/.build/*/extracted-symbols/"$identity/$target")
+        graphs="${found[0]}"
+        [ -d "$graphs" ] || { echo "docs: $pkg: no symbol graph for $target" >&2; status=1; continue; }
         python3 - "$graphs" "$target" <<'EOF' || status=1
 import glob, json, os, sys
 from urllib.parse import unquote, urlparse

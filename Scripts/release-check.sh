@@ -81,7 +81,7 @@ echo "probe" >>Packages/AsyncPrimitives/README.md
 expect_refusal "dirty tree" 'uncommitted changes' AsyncPrimitives "$ap_version" --skip-tests
 git checkout --quiet -- Packages/AsyncPrimitives/README.md
 expect_refusal "no CHANGELOG section" 'has no section for 9\.9\.9' AsyncPrimitives 9.9.9 --skip-tests
-if grep -m1 '^## ' Packages/AsyncPrimitives/CHANGELOG.md | grep -qi unreleased; then
+if grep -m1 '^## ' Packages/AsyncPrimitives/CHANGELOG.md | grep -i unreleased >/dev/null; then
     expect_refusal "CHANGELOG says unreleased" 'still says' AsyncPrimitives "$ap_version" --skip-tests
 fi
 
@@ -114,10 +114,10 @@ for pkg in "${PACKAGES[@]}"; do
     git rev-parse --quiet --verify "refs/tags/$pkg-$version" >/dev/null || fail "no monorepo tag $pkg-$version"
     published "$pkg" rev-parse --quiet --verify "refs/tags/$version" >/dev/null || fail "$pkg: no tag $version in its repository"
     manifest=$(published "$pkg" show "$version:Package.swift")
-    if echo "$manifest" | grep -q '\.package(path:'; then fail "$pkg $version still has a path dependency"; fi
+    if grep -q '\.package(path:' <<<"$manifest"; then fail "$pkg $version still has a path dependency"; fi
     for dep in $(source Scripts/release-lib.sh && sibling_deps "$pkg"); do
-        echo "$manifest" | grep -qF ".package(url: \"$QUEUEKIT_RELEASE_URL/$dep\", .upToNextMinor(from: \"${released[$dep]}\"))" ||
-            echo "$manifest" | grep -qF ".package(url: \"$QUEUEKIT_RELEASE_URL/$dep\", from: \"${released[$dep]}\")" ||
+        grep -qF ".package(url: \"$QUEUEKIT_RELEASE_URL/$dep\", .upToNextMinor(from: \"${released[$dep]}\"))" <<<"$manifest" ||
+            grep -qF ".package(url: \"$QUEUEKIT_RELEASE_URL/$dep\", from: \"${released[$dep]}\")" <<<"$manifest" ||
             fail "$pkg $version does not name $dep ${released[$dep]} by URL"
     done
     # History preserved: the published commit has the package's own commits behind it.

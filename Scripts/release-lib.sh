@@ -101,10 +101,11 @@ test_closure() { # PACKAGE
     echo "$1"
     for candidate in "${PACKAGES[@]}"; do
         [ "$candidate" = "$1" ] && continue
-        transitive_deps "$candidate" | grep -qx "$1" && echo "$candidate"
+        # (grep without -q reads all its input: with -q, pipefail could see the writer's SIGPIPE)
+        transitive_deps "$candidate" | grep -x "$1" >/dev/null && echo "$candidate"
     done
     for dep in $(manifest_paths Integration/Package.swift | xargs -n1 basename); do
-        if [ "$dep" = "$1" ] || transitive_deps "$dep" | grep -qx "$1"; then
+        if [ "$dep" = "$1" ] || transitive_deps "$dep" | grep -x "$1" >/dev/null; then
             echo Integration
             break
         fi

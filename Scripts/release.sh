@@ -69,7 +69,7 @@ if [ "$top" != "$version" ]; then
     fi
     refuse "Packages/$pkg/CHANGELOG.md has no section for $version (its top section is \"$heading\"); add \"## $version — $(date +%Y-%m-%d)\" with what changed, and commit it"
 fi
-if echo "$heading" | grep -qi 'unreleased'; then
+if grep -qi 'unreleased' <<<"$heading"; then
     refuse "Packages/$pkg/CHANGELOG.md still says \"$heading\"; date it (\"## $version — $(date +%Y-%m-%d)\") and commit it"
 fi
 
