@@ -123,6 +123,18 @@ for pkg in "${PACKAGES[@]}"; do
     # History preserved: the published commit has the package's own commits behind it.
     [ "$(published "$pkg" rev-list --count "$version")" -gt 2 ] || fail "$pkg $version has no history"
 done
+# Nested manifests are rewritten too: QueuePersistence's benchmark package keeps its "../"
+# and names QueueCore by URL instead of "../../QueueCore".
+if published QueuePersistence cat-file -e "${released[QueuePersistence]}:Benchmarks/Package.swift" 2>/dev/null; then
+    bench=$(published QueuePersistence show "${released[QueuePersistence]}:Benchmarks/Package.swift")
+    grep -qF '.package(path: "../")' <<<"$bench" || fail "QueuePersistence's Benchmarks lost its \"../\" dependency"
+    if grep -qF '../../' <<<"$bench"; then fail "QueuePersistence's Benchmarks still names a sibling by path"; fi
+fi
+# The packages whose tests a release runs: the package and every package depending on it.
+closure() { (source Scripts/release-lib.sh && test_closure "$1" | paste -sd' ' -); }
+[ "$(closure AsyncPrimitives)" = "${PACKAGES[*]} Integration" ] || fail "AsyncPrimitives' release would test only: $(closure AsyncPrimitives)"
+[ "$(closure JobChain)" = "JobChain Integration" ] || fail "JobChain's release would test: $(closure JobChain)"
+echo "  a release of QueueCore runs the tests of: $(closure QueueCore)"
 expect_refusal "version not greater than the last release" 'not greater than its last release' \
     AsyncPrimitives "$ap_version" --skip-tests
 
@@ -214,6 +226,11 @@ resolved "$root/FuturesApp" | tee "$root/futures.resolved" | sed 's/^/  resolved
 grep -q "^asyncprimitives $ap_break\$" "$root/futures.resolved" || fail "FuturesApp did not get AsyncPrimitives $ap_break"
 if grep -iE 'grdb|nio|sqlite|postgres|crypto' "$root/futures.resolved"; then
     fail "FuturesApp resolved a database or NIO package (above)"
+fi
+# The docs plugin that every QueueKit manifest names is linked into no target: consumers do
+# not even fetch it (what the CHANGELOGs say).
+if grep -i 'docc' "$root/futures.resolved"; then
+    fail "FuturesApp resolved swift-docc-plugin (above)"
 fi
 
 tb=${released[TaskBroker]}
