@@ -32,6 +32,9 @@ if [ "${RELEASE_CHECK_KEEP:-0}" = 1 ]; then
 else
     trap 'rm -rf "$root"' EXIT
 fi
+# SwiftPM leaves its lock files in TMPDIR: keep them in the folder that is removed.
+mkdir "$root/tmp"
+export TMPDIR="$root/tmp"
 [ -z "$(git status --porcelain --untracked-files=normal)" ] ||
     echo "release-check: note: uncommitted changes are not part of the check (it clones HEAD)"
 

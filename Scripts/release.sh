@@ -94,6 +94,9 @@ for dep in $siblings; do say "  depends on $dep $(last_release "$dep")"; done
 # --- Tests ---------------------------------------------------------------------------------
 work=$(mktemp -d "${TMPDIR:-/tmp}/queuekit-release.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+# SwiftPM leaves its lock files in TMPDIR: keep them in the folder that is removed.
+mkdir "$work/tmp"
+export TMPDIR="$work/tmp"
 if [ $skip_tests = 1 ]; then
     say "tests skipped (--skip-tests): the caller ran every test on this commit"
 else
