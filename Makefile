@@ -1,5 +1,5 @@
 # QueueKit: `make demo` runs the end-to-end demo; `make test-all` runs every test.
-.PHONY: all setup demo test-all test lint bench clean
+.PHONY: all setup demo test-all test lint bench versions release-check docs clean
 
 all: test-all
 
@@ -24,6 +24,20 @@ lint:
 # Release-mode benchmarks: ours against the peers, measured in the same run.
 bench: setup
 	@Scripts/bench.sh $(PACKAGE)
+
+# DocC archives of every package (`make docs PACKAGE=QueueCore` for one), through
+# swift-docc-plugin, with warnings as errors and every public symbol documented.
+docs: setup
+	@Scripts/docs.sh $(PACKAGE)
+
+# Each package's version (the top heading of its CHANGELOG) and last release.
+versions:
+	@Scripts/versions.sh
+
+# The release flow end to end on local bare repositories, with two consumer packages that
+# depend on QueueKit by URL. `Scripts/release.sh PACKAGE VERSION` makes a real release.
+release-check: setup
+	@Scripts/release-check.sh
 
 clean:
 	rm -rf Packages/*/.build Packages/*/Benchmarks/.build Integration/.build

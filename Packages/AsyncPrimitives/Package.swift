@@ -9,6 +9,10 @@ let package = Package(
         .library(name: "ObjectDataSource", targets: ["ObjectDataSource"]),
         .library(name: "AsyncPrimitivesTesting", targets: ["AsyncPrimitivesTesting"]),
     ],
+    dependencies: [
+        // `make docs` (swift-docc-plugin): a command plugin, linked into no target.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+    ],
     targets: [
         .target(name: "AsyncPrimitives"),
         // Depends on AsyncPrimitives only for the package's one error type.

@@ -8,6 +8,8 @@ let package = Package(
         .library(name: "JobChain", targets: ["JobChain"]),
     ],
     dependencies: [
+        // `make docs` (swift-docc-plugin): a command plugin, linked into no target.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
         .package(path: "../AsyncPrimitives"),
     ],
     targets: [

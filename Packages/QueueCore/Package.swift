@@ -9,6 +9,8 @@ let package = Package(
         .library(name: "QueueCoreTesting", targets: ["QueueCoreTesting"]),
     ],
     dependencies: [
+        // `make docs` (swift-docc-plugin): a command plugin, linked into no target.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
         .package(path: "../AsyncPrimitives"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),

@@ -9,6 +9,8 @@ let package = Package(
         .library(name: "QueuePersistenceTesting", targets: ["QueuePersistenceTesting"]),
     ],
     dependencies: [
+        // `make docs` (swift-docc-plugin): a command plugin, linked into no target.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
         .package(path: "../QueueCore"),
         .package(path: "../AsyncPrimitives"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),

@@ -9,6 +9,8 @@ let package = Package(
         .library(name: "TaskBrokerTesting", targets: ["TaskBrokerTesting"]),
     ],
     dependencies: [
+        // `make docs` (swift-docc-plugin): a command plugin, linked into no target.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
         .package(path: "../AsyncPrimitives"),
         .package(path: "../QueueRetry"),
         .package(path: "../QueuePersistence"),

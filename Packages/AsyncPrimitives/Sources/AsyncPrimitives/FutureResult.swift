@@ -3,7 +3,7 @@ public import Synchronization
 
 /// A future of a `Result`: a value, or the error that prevented it.
 ///
-/// Chain steps with ``pipe(upon:into:)-(_,(Value)->FutureResult<Out>)``: when a step fails or throws,
+/// Chain steps with ``pipe(upon:into:)-9qusn``: when a step fails or throws,
 /// the steps after it are skipped and the final handler receives that error.
 ///
 /// ```swift

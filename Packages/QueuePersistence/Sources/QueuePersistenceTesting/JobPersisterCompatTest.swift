@@ -52,7 +52,7 @@ public struct JobPersisterCompatFailure: Error, Sendable, CustomStringConvertibl
     public var description: String { "\(check): \(message)" }
 }
 
-/// The behaviour every ``JobPersister`` must have, as one reusable suite.
+/// The behaviour every `JobPersister` must have, as one reusable suite.
 ///
 /// Give it a factory that opens a persister on a named store: calling the factory twice with
 /// the same name must open the same stored jobs (as a restarted process would), and different

@@ -7,7 +7,7 @@ public import QueueCore
 /// queue.retryStrategy = MaxRetryStrategy(maxAttempts: 5)   // 5 attempts, then purged
 /// ```
 ///
-/// Failures are counted by the queue (``QueueCore/JobQueue/failureCount(ofJobWithID:)``) per
+/// Failures are counted by the queue (`JobQueue.failureCount(ofJobWithID:)`) per
 /// job id, from when the job was added; the count lives in memory, so a restart starts it again.
 public struct MaxRetryStrategy: JobRetryStrategy {
     /// How many failed attempts a job gets before it is purged; at least 1.

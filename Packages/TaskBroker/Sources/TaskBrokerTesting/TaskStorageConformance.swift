@@ -1,7 +1,7 @@
 import Foundation
 public import TaskBroker
 
-/// The behaviour every ``TaskStorage`` backend must show, as a list of named checks.
+/// The behaviour every `TaskStorage` backend must show, as a list of named checks.
 ///
 /// Run every check against a fresh, empty backend:
 ///
