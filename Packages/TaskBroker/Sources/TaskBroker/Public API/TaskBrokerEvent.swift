@@ -41,5 +41,6 @@ public enum TaskStorageOperation: String, Sendable, Hashable, CustomStringConver
     /// Storing what became of the actions that ran.
     case store
 
+    /// The operation's name: `load`, `claim` or `store`.
     public var description: String { rawValue }
 }

@@ -102,7 +102,7 @@ public final class TaskDatabase: Sendable {
                     )
                 }
             }
-            try hub.retainWatcher(sqlite)
+            hub.retainWatcher(sqlite, head: try await sqlite.journalHead())
         } catch {
             if locked { locks.unlock(claim.name) }
             registry.unregister(brokerID)

@@ -37,11 +37,12 @@ final class DatabaseHub: Sendable {
     }
 
     /// Starts watching for other processes' changes (once for all brokers of the file): from now on
-    /// a change another process commits is delivered to the notifier's listeners.
-    func retainWatcher(_ storage: SQLiteTaskStorage) throws {
-        try watcher.withLock { state in
+    /// a change another process commits after journal entry `head` is delivered to the notifier's
+    /// listeners.
+    func retainWatcher(_ storage: SQLiteTaskStorage, head: Int64) {
+        watcher.withLock { state in
             if state.watcher == nil, let locks {
-                state.watcher = try ExternalChangeWatcher(storage: storage, signalFile: locks.path, notifier: notifier)
+                state.watcher = ExternalChangeWatcher(storage: storage, head: head, signalFile: locks.path, notifier: notifier)
             }
             state.users += 1
         }

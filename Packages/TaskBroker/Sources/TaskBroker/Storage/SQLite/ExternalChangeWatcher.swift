@@ -30,13 +30,14 @@ final class ExternalChangeWatcher: Sendable {
     ///
     /// - Parameters:
     ///   - storage: The file's storage, to read the journal.
+    ///   - head: The newest journal entry already reflected in what the brokers read.
     ///   - signalFile: The file writers touch after each commit. (Not the write-ahead log: it is
     ///     written before a commit becomes visible, so a read right after its event can miss it.)
     ///   - notifier: Where the changed queues go.
-    init(storage: SQLiteTaskStorage, signalFile: String, notifier: ChangeNotifier) throws {
+    init(storage: SQLiteTaskStorage, head: Int64, signalFile: String, notifier: ChangeNotifier) {
         self.storage = storage
         self.notifier = notifier
-        lastSeen = Mutex(try storage.journalHead())
+        lastSeen = Mutex(head)
         let url = URL(fileURLWithPath: signalFile)
         watch = FileWatch(directory: url.deletingLastPathComponent().path, names: [url.lastPathComponent], queue: queue)
         watch?.start { [weak self] in self?.check() }

@@ -30,9 +30,11 @@ extension SQLiteTaskStorage {
     }
 
     /// The newest journal entry, or 0.
-    func journalHead() throws -> Int64 {
-        try pool.read { db in
-            try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'taskbroker_change'") ?? 0
+    func journalHead() async throws -> Int64 {
+        try await Self.run("read the change journal") {
+            try await pool.read { db in
+                try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'taskbroker_change'") ?? 0
+            }
         }
     }
 
