@@ -54,17 +54,20 @@ final class ExternalChangeWatcher: Sendable {
         do {
             read = try storage.readJournal(after: after)
         } catch {
-            // Nothing is lost: `lastSeen` stays, and the next commit of any process reads again.
+            // Nothing is lost: `lastSeen` stays, and the next commit signalled by any process
+            // (this one included) reads from there again.
             return
         }
-        lastSeen.withLock { $0 = read.latest }
         let names: [String]
         if read.fellBehind {
-            names = (try? storage.queueNamesBlocking()) ?? []
+            // Entries were pruned before this process read them: every queue may have changed.
+            guard let all = try? storage.queueNamesBlocking() else { return }  // read again next time
+            names = all
         } else {
             var seen: Set<String> = []
             names = read.entries.filter { $0.origin != ProcessIdentity.token && seen.insert($0.queueName).inserted }.map(\.queueName)
         }
+        lastSeen.withLock { $0 = read.latest }
         if !names.isEmpty {
             notifier.notify([.external(queueNames: names)])
         }

@@ -10,12 +10,15 @@ extension SQLiteTaskStorage {
     /// Appends the queues a write changed to the change journal, in the write's transaction.
     static func journal(_ queueNames: some Sequence<String>, in db: Database) throws {
         let statement = try db.cachedStatement(sql: "INSERT INTO taskbroker_change (queue_name, origin) VALUES (?, ?)")
+        var first: Int64 = 0
         var last: Int64 = 0
         for queueName in queueNames {
             try statement.execute(arguments: [queueName, ProcessIdentity.token])
             last = db.lastInsertedRowID
+            if first == 0 { first = last }
         }
-        if last > 0, last % 1024 == 0 {
+        // Pruned each time the journal passes a multiple of 1,024 entries.
+        if last > 0, (first - 1) / 1024 != last / 1024 {
             try db.execute(sql: "DELETE FROM taskbroker_change WHERE seq <= ?", arguments: [last - journalLength])
         }
     }
