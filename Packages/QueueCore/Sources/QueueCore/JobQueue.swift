@@ -187,7 +187,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
     /// queue; throws, queueing nothing, when they cannot be stored.
     ///
     /// This is the form that gives the crash guarantee: when it returns, every job is stored
-    /// (with ``FileBasedPersister`` or `SQLiteJobPersister`, flushed to disk) and survives
+    /// (with `FileBasedPersister` or `SQLiteJobPersister`, flushed to disk) and survives
     /// `kill -9` until it is processed, cancelled or given up. When it throws, none of the jobs
     /// is queued, no observer hears of them, and the persister has stored none of them (both
     /// QueuePersistence persisters store a batch all or nothing). Without a persister it
