@@ -36,7 +36,7 @@ extension SQLiteTaskStorage {
     func journalHead() async throws -> Int64 {
         try await Self.run("read the change journal") {
             try await pool.read { db in
-                try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'taskbroker_change'") ?? 0
+                try Int64.fetchOne(db, sql: "SELECT coalesce(max(seq), 0) FROM taskbroker_change") ?? 0
             }
         }
     }
