@@ -14,9 +14,9 @@ import Synchronization
 /// Files go to `<root>/<sanitized queue name>/`, where the root is, by default,
 /// `$XDG_DATA_HOME/QueueKit/Queues` (or `~/.local/share/QueueKit/Queues`) on Linux and
 /// `~/Library/Application Support/QueueKit/Queues` on Apple platforms. A safe name such as
-/// "Uploads" is its own folder; "Observation Upload Queue" becomes
-/// `Observation-Upload-Queue-<hash>` (see ``folderName(forQueueName:)``); no queue name can
-/// reach outside the root, and no two names share a folder.
+/// "Uploads" is its own folder; "Observation Upload Queue" becomes `Observation-Upload-Queue`
+/// (see ``folderName(forQueueName:)``); no queue name can reach outside the root, and no two
+/// names share a folder (the second of two names that sanitize alike gets a hashed one).
 ///
 /// Every write is atomic and durable: a temporary file is written and flushed (`fsync`),
 /// renamed over its final name, and the folder is flushed, before `persist` returns. A job
