@@ -76,6 +76,7 @@ extension BrokerStateMachine {
     mutating func claimed(_ heads: [StoredTask], granted: [Bool], into out: inout [Output]) {
         recovered(.claim, heads.map(\.queueName), into: &out)
         var runs: [BrokerEntry] = []
+        var notStarted: [String] = []
         for (index, head) in heads.enumerated() {
             let queueName = head.queueName
             guard var state = queues.removeValue(forKey: queueName) else { continue }
@@ -85,7 +86,7 @@ extension BrokerStateMachine {
                   !state.released, phase == .running else {
                 // Deleted, replaced or released while the claim ran, or the broker is stopping: not started.
                 endFlight(&state)
-                markReadyLater(queueName)
+                notStarted.append(queueName)
                 continue
             }
             if index < granted.count, granted[index] {
@@ -97,7 +98,9 @@ extension BrokerStateMachine {
                 loadsToIssue.append(queueName)
             }
         }
-        flushReady()
+        for queueName in notStarted {
+            markReady(queueName)
+        }
         start(runs, into: &out)
     }
 

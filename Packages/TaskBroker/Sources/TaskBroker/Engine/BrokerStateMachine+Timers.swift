@@ -54,19 +54,6 @@ extension BrokerStateMachine {
         running -= 1
     }
 
-
-    mutating func markReadyLater(_ queueName: String) {
-        deferredReady.append(queueName)
-    }
-
-    mutating func flushReady() {
-        let names = deferredReady
-        deferredReady = []
-        for queueName in names {
-            markReady(queueName)
-        }
-    }
-
     /// Puts a queue at the back of the ready line if its head may run.
     mutating func markReady(_ queueName: String) {
         guard !readySet.contains(queueName), let state = queues[queueName], state.load == nil, !state.inFlight,

@@ -158,16 +158,12 @@ struct BrokerStateMachine {
     /// The queues each failing operation holds up.
     var failing: [TaskStorageOperation: Set<String>] = [:]
     var loadsToIssue: [String] = []
-    /// Queues marked ready while their state was taken out of `queues`.
-    var deferredReady: [String] = []
 
     init(configuration: Configuration, accepts: @escaping (String) -> Bool) {
         self.configuration = configuration
         self.accepts = accepts
     }
 
-    /// Whether a timer is pending (for tests).
-    var timerCount: Int { timers.count }
 
     // MARK: - Inputs
 
