@@ -239,20 +239,28 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             }
             return
         }
-        for queueName in queueNames {
+        // Other backends: 256 queues a read.
+        var start = 0
+        while start < queueNames.count {
+            let chunk = Array(queueNames[start..<min(start + 256, queueNames.count)])
+            start += chunk.count
             do {
-                let entries = BrokerEntry.decode(try await storage.tasks(inQueue: queueName), as: Handler.Action.self, since: since)
-                mailbox.post(.loaded([queueName: entries], requested: [queueName]))
+                let byQueue = try await storage.tasks(inQueues: chunk)
+                var entries: [String: [BrokerEntry]] = [:]
+                for (queueName, tasks) in byQueue {
+                    entries[queueName] = BrokerEntry.decode(tasks, as: Handler.Action.self, since: since)
+                }
+                mailbox.post(.loaded(entries, requested: chunk))
             } catch {
-                mailbox.post(.loadFailed([queueName], message: "\(error)"))
+                mailbox.post(.loadFailed(chunk, message: "\(error)"))
             }
         }
     }
 
     private func claim(_ heads: [StoredTask]) async {
         do {
-            let granted = try await storage.claim(heads, owner: owner, leaseDuration: configuration.leaseDuration)
-            mailbox.post(.claimed(heads, granted: granted))
+            let results = try await storage.claim(heads, owner: owner, leaseDuration: configuration.leaseDuration)
+            mailbox.post(.claimed(heads, results: results))
         } catch {
             mailbox.post(.claimFailed(heads, message: "\(error)"))
         }
@@ -316,6 +324,12 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             logger.debug("action \(collection)/\(key) of \(queueName) failed: \(result)")
         case .discarded(let queueName, _, _):
             currentView.withLock { _ = $0.inFlight.removeValue(forKey: queueName) }
+        case .leaseLost(let queueName, let key, let collection):
+            currentView.withLock { _ = $0.inFlight.removeValue(forKey: queueName) }
+            metrics.leasesLost.increment()
+            logger.warning(
+                "lost the lease on \(queueName) while \(collection)/\(key) ran: another worker took the queue over; the outcome was not stored and the action runs there again"
+            )
         case .undecodable(let queueName, let key, let collection):
             logger.error("action \(collection)/\(key) of \(queueName) does not decode as \(Handler.Action.self); pausing its queue until restarted")
         case .storageFailed(let operation, let queueNames, let message, let retryIn):
@@ -356,6 +370,7 @@ struct BrokerMetrics: Sendable {
     let retried: Counter
     let queueWait: Metrics.Timer
     let handleDuration: Metrics.Timer
+    let leasesLost: Counter
 
     init(broker: String) {
         self.broker = broker
@@ -365,6 +380,7 @@ struct BrokerMetrics: Sendable {
         retried = Counter(label: "taskbroker_actions_retried", dimensions: dimensions)
         queueWait = Metrics.Timer(label: "taskbroker_queue_wait", dimensions: dimensions)
         handleDuration = Metrics.Timer(label: "taskbroker_handle_duration", dimensions: dimensions)
+        leasesLost = Counter(label: "taskbroker_leases_lost", dimensions: dimensions)
     }
 
     /// Failed storage operations of one kind (each retried after a backoff).

@@ -82,7 +82,7 @@ extension BrokerStateMachine {
 
     /// Reads a queue (again): a new queue is created loading; a loaded one stops taking actions
     /// until the read ends; one being read is read once more after.
-    mutating func reload(_ queueName: String) {
+    mutating func reload(_ queueName: String, into out: inout [Output]) {
         guard var state = queues.removeValue(forKey: queueName) else {
             guard !ignored.contains(queueName) else { return }
             guard accepts(queueName) else {
@@ -92,6 +92,11 @@ extension BrokerStateMachine {
             queues[queueName] = Queue(load: Queue.Load())
             loadsToIssue.append(queueName)
             return
+        }
+        if let leaseWait = state.leaseWait {
+            // The queue changed: another worker may have let it go. Read it and claim again.
+            cancelTimer(leaseWait, into: &out)
+            state.leaseWait = nil
         }
         if state.load == nil {
             state.load = Queue.Load()
@@ -151,7 +156,7 @@ extension BrokerStateMachine {
             queues[queueName] = state
         case .reload(let queueNames):
             for queueName in queueNames {
-                reload(queueName)
+                reload(queueName, into: &out)
             }
         }
     }
@@ -167,7 +172,7 @@ extension BrokerStateMachine {
             let previous = locations[id]
             removeEntry(id, revision: nil, into: &out)
             if let previous { markReady(previous) }
-            reload(queueName)
+            reload(queueName, into: &out)
             queues[queueName]?.load?.buffered.append(.saved(entry))
             return
         }
@@ -241,18 +246,13 @@ extension BrokerStateMachine {
 
     mutating func leaseLost(_ queueName: String, into out: inout [Output]) {
         guard var state = queues.removeValue(forKey: queueName) else { return }
-        if let timer = state.timer {
-            cancelTimer(timer, into: &out)
+        guard state.inFlight else {
+            queues[queueName] = state
+            reload(queueName, into: &out)
+            return
         }
-        for entry in state.waiting[state.head...] where locations[entry.id] == queueName {
-            locations[entry.id] = nil
-        }
-        if let held = state.held, locations[held.id] == queueName { locations[held.id] = nil }
-        guard state.inFlight else { return }
+        // The outcome in flight was refused; `stored` reads the queue again when it arrives.
         state.released = true
-        state.waiting = []
-        state.head = 0
-        state.timer = nil
         queues[queueName] = state
     }
 }

@@ -34,7 +34,7 @@ extension BrokerStateMachine {
 
     /// The queue's head if it may run now; moves the first waiting action to the sticky head.
     mutating func take(from state: inout Queue, _ queueName: String, into out: inout [Output]) -> BrokerEntry? {
-        guard state.load == nil, !state.inFlight, !state.blocked else { return nil }
+        guard state.load == nil, !state.inFlight, !state.blocked, state.leaseWait == nil else { return nil }
         if state.held == nil, state.head < state.waiting.count {
             state.held = state.waiting[state.head]
             state.head += 1
@@ -73,7 +73,7 @@ extension BrokerStateMachine {
         if !undecodable.isEmpty { out.append(.store(undecodable)) }
     }
 
-    mutating func claimed(_ heads: [StoredTask], granted: [Bool], into out: inout [Output]) {
+    mutating func claimed(_ heads: [StoredTask], results: [TaskClaimResult], into out: inout [Output]) {
         recovered(.claim, heads.map(\.queueName), into: &out)
         var runs: [BrokerEntry] = []
         var notStarted: [String] = []
@@ -85,17 +85,24 @@ extension BrokerStateMachine {
             guard let held = state.held, held.id == BrokerActionID(head), held.task.revision == head.revision,
                   !state.released, phase == .running else {
                 // Deleted, replaced or released while the claim ran, or the broker is stopping: not started.
+                // (A granted lease is released when the queue is next claimed or finished, or expires.)
                 endFlight(&state)
                 notStarted.append(queueName)
                 continue
             }
-            if index < granted.count, granted[index] {
+            switch index < results.count ? results[index] : .changed {
+            case .granted:
                 runs.append(held)
-            } else {
-                // The head is gone or changed, or another worker holds the queue: read it again.
+            case .changed:
+                // The head is gone, changed or paused since it was read: read the queue again.
                 endFlight(&state)
                 state.load = Queue.Load()
                 loadsToIssue.append(queueName)
+            case .heldElsewhere(let until):
+                // Another worker runs the queue: wait for its lease to expire (it dies) or for the
+                // queue to change, then read it again.
+                endFlight(&state)
+                state.leaseWait = startTimer(.leaseExpiry(queueName), .until(until), into: &out)
             }
         }
         for queueName in notStarted {
@@ -136,11 +143,18 @@ extension BrokerStateMachine {
             }
             endFlight(&state)
             if state.released {
-                // Another worker holds the queue now; its state is theirs.
+                // Another worker took the queue over while the action ran: the outcome was not
+                // stored (the other worker runs the action). What this broker knew of the queue is
+                // stale: read it again.
                 for entry in state.waiting[state.head...] where locations[entry.id] == queueName {
                     locations[entry.id] = nil
                 }
-                out.append(.emit(.discarded(queueName: queueName, key: task.key, collection: task.collection)))
+                if let held = state.held, locations[held.id] == queueName { locations[held.id] = nil }
+                var fresh = Queue(load: Queue.Load())
+                fresh.loadedThrough = state.loadedThrough
+                queues[queueName] = fresh
+                loadsToIssue.append(queueName)
+                out.append(.emit(.leaseLost(queueName: queueName, key: task.key, collection: task.collection)))
                 continue
             }
             guard var held = state.held, held.id == BrokerActionID(task), held.task.revision == task.revision else {

@@ -44,6 +44,10 @@ extension BrokerStateMachine {
             }
         case .retryStore(let outcomes):
             out.append(.store(outcomes))
+        case .leaseExpiry(let queueName):
+            guard queues[queueName]?.leaseWait == token else { return }
+            queues[queueName]?.leaseWait = nil
+            reload(queueName, into: &out)
         }
     }
 
@@ -57,7 +61,7 @@ extension BrokerStateMachine {
     /// Puts a queue at the back of the ready line if its head may run.
     mutating func markReady(_ queueName: String) {
         guard !readySet.contains(queueName), let state = queues[queueName], state.load == nil, !state.inFlight,
-              !state.blocked, state.pending > 0 else { return }
+              !state.blocked, state.leaseWait == nil, state.pending > 0 else { return }
         if let held = state.held, held.task.pause != nil { return }
         ready.append(queueName)
         readySet.insert(queueName)

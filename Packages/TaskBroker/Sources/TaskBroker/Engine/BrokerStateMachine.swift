@@ -41,8 +41,8 @@ struct BrokerStateMachine {
         case loadFailed([String], message: String)
         /// Committed changes, in commit order.
         case changes([BrokerChange])
-        /// The claim of these heads answered, one `Bool` per head.
-        case claimed([StoredTask], granted: [Bool])
+        /// The claim of these heads answered, one result per head.
+        case claimed([StoredTask], results: [TaskClaimResult])
         /// The claim of these heads failed.
         case claimFailed([StoredTask], message: String)
         /// These outcomes are committed.
@@ -51,7 +51,8 @@ struct BrokerStateMachine {
         case storeFailed([BrokerOutcome], message: String)
         /// A timer the machine started has fired.
         case timerFired(UInt64)
-        /// Another worker holds these queues now (shared backends): forget them.
+        /// Another worker took these queues over (shared backends): the outcome of the action in
+        /// flight was not stored; read the queues again.
         case leaseLost([String])
         /// Stop taking actions; finish once the running ones are stored.
         case shutdown
@@ -114,7 +115,10 @@ struct BrokerStateMachine {
         var loadedThrough: Int64 = 0
         /// Waiting for a claim to be tried again.
         var blocked = false
-        /// The lease was lost while `held` was in flight: drop the queue once its outcome arrives.
+        /// Another worker holds the queue's lease: the timer that reads it again once the lease
+        /// may have expired (a change to the queue reads it at once).
+        var leaseWait: UInt64?
+        /// The lease was lost while `held` was in flight: read the queue again once its outcome arrives.
         var released = false
 
         struct Load {
@@ -134,6 +138,7 @@ struct BrokerStateMachine {
         case retryLoad([String])
         case retryClaim([String])
         case retryStore([BrokerOutcome])
+        case leaseExpiry(String)
     }
 
     let configuration: Configuration
@@ -203,8 +208,8 @@ struct BrokerStateMachine {
             for change in changes {
                 apply(change, into: &out)
             }
-        case .claimed(let heads, let granted):
-            claimed(heads, granted: granted, into: &out)
+        case .claimed(let heads, let results):
+            claimed(heads, results: results, into: &out)
         case .claimFailed(let heads, let message):
             claimFailed(heads, message: message, into: &out)
         case .stored(let outcomes):

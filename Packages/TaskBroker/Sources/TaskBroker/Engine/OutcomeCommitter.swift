@@ -92,8 +92,13 @@ final class AsyncOutcomeCommitter: OutcomeCommitter {
     func run() async {
         while let batch = await inbox.next() {
             do {
-                try await storage.finish(batch.map(\.stored), owner: owner)
-                mailbox.post(.stored(batch))
+                let fenced = try await storage.finish(batch.map(\.stored), owner: owner)
+                if fenced.isEmpty {
+                    mailbox.post(.stored(batch))
+                } else {
+                    // Refused by the lease's fencing epoch: those queues were taken over.
+                    mailbox.post(contentsOf: [.leaseLost(fenced.sorted()), .stored(batch)])
+                }
             } catch {
                 mailbox.post(.storeFailed(batch, message: "\(error)"))
             }

@@ -6,8 +6,19 @@ enum TaskChange: Sendable {
     case deleted(StoredTask)
     case resumed(queueNames: [String], tasks: [StoredTask])
     case purged(queueName: String)
-    /// Another process changed these queues (seen through the SQLite file's change journal).
+    /// Another process changed these queues (seen through the SQLite file's change journal or a
+    /// shared backend's change feed).
     case external(queueNames: [String])
+}
+
+extension TaskChange {
+    /// What a shared backend's change means to the brokers.
+    static func changes(from change: TaskStorageChange) -> [TaskChange] {
+        switch change {
+        case .queuesChanged(let queueNames): [.external(queueNames: queueNames)]
+        case .completed(let tasks): tasks.map { .deleted($0) }
+        }
+    }
 }
 
 /// Delivers committed changes to the brokers of one database.
