@@ -76,7 +76,7 @@ public enum TaskStorageConformance: Sendable {
             let saved = try await storage.save([task("a", "q1"), task("b", "q2")])
             let granted = try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30))
             try expect(granted == [.granted, .granted], "both heads are granted: got \(granted)")
-            try expect(try await storage.finish([.completed(saved[0]), .completed(saved[1])], owner: "w").isEmpty, "nothing is refused")
+            try expect(try await storage.finish([.completed(saved[0]), .completed(saved[1])], owner: "w") == TaskFinishReport(), "nothing is refused")
             let again = try await storage.save([task("c", "q1")])
             try expect(try await storage.claim(again, owner: "w", leaseDuration: .seconds(30)) == [.granted], "a finished claim frees the queue")
         },
@@ -90,8 +90,9 @@ public enum TaskStorageConformance: Sendable {
             let saved = try await storage.save([task("a", "q1"), task("b", "q2")])
             try expect(try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30)) == [.granted, .granted], "both run")
             _ = try await storage.save([task("b", "q2", payload: "again")])
-            let refused = try await storage.finish([.completed(saved[0]), .completed(saved[1])], owner: "w")
-            try expect(refused.isEmpty, "the claimant still holds both queues: nothing is refused")
+            let report = try await storage.finish([.completed(saved[0]), .completed(saved[1])], owner: "w")
+            try expect(report.fenced.isEmpty, "the claimant still holds both queues: nothing is refused")
+            try expect(report.outdated.isSubset(of: ["q2"]), "only b's outcome may be reported outdated: \(report)")
             try expect(try await storage.queueNames() == ["q2"], "a is gone")
             let left = try await storage.tasks(inQueue: "q2")
             try expect(left.map(\.key) == ["b"] && left[0].payload == Data("again".utf8), "the re-saved b stays")
@@ -155,8 +156,8 @@ public enum TaskStorageConformance: Sendable {
         }
         let claims = try await storage.claim(heads, owner: "w", leaseDuration: .seconds(30))
         try expect(claims.allSatisfy { $0 == .granted }, "the heads are granted: \(claims)")
-        let refused = try await storage.finish(outcomes, owner: "w")
-        try expect(refused.isEmpty, "the claimant's outcomes are stored: \(refused) refused")
+        let report = try await storage.finish(outcomes, owner: "w")
+        try expect(report == TaskFinishReport(), "the claimant's outcomes are stored: \(report)")
     }
 
     static func task(_ key: String, _ queue: String, payload: String? = nil) -> NewTask {

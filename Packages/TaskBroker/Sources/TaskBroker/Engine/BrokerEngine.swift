@@ -90,6 +90,11 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         }
     }
 
+    /// The lease of a claim on a shared backend: the backend's own, or the configured one.
+    var leaseDuration: Duration {
+        storage.leaseDuration ?? configuration.leaseDuration
+    }
+
     func accepts(_ queueName: String) -> Bool {
         claimFilter(queueName)
     }
@@ -118,6 +123,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 applied.append(.saved(BrokerEntry(task: task, action: action.map { TypedActionBox($0) }, since: since)))
             case .deleted(let task):
                 applied.append(.deleted(task))
+            case .completed(let task):
+                applied.append(.completed(task))
             case .resumed(let queueNames, _):
                 applied.append(.resumed(queueNames))
             case .purged(let queueName):
@@ -147,6 +154,9 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         var timers: [UInt64: BrokerTimer] = [:]
         await withDiscardingTaskGroup { group in
             group.addTask { await self.committer.run() }
+            if storage.isShared {
+                group.addTask { await self.renewLeases() }
+            }
             machine.handle([.start(initialQueues)], into: &outputs)
             var done = perform(&outputs, timers: &timers, group: &group)
             while !done, let inputs = await mailbox.next() {
@@ -259,10 +269,37 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
 
     private func claim(_ heads: [StoredTask]) async {
         do {
-            let results = try await storage.claim(heads, owner: owner, leaseDuration: configuration.leaseDuration)
+            let results = try await storage.claim(heads, owner: owner, leaseDuration: leaseDuration)
             mailbox.post(.claimed(heads, results: results))
         } catch {
             mailbox.post(.claimFailed(heads, message: "\(error)"))
+        }
+    }
+
+    /// Renews the leases of the running actions every third of the lease, until cancelled. A
+    /// renewal that fails is tried at the next one; a lease another worker took over is reported
+    /// to the machine (the action's outcome will be refused).
+    private func renewLeases() async {
+        let lease = leaseDuration
+        let interval = lease / 3
+        while true {
+            // Real time, not the injected clock: a lease expires on the database server's clock.
+            do {
+                try await Task.sleep(for: interval)
+            } catch {
+                return
+            }
+            let running = Array(view().inFlight.keys)
+            guard !running.isEmpty else { continue }
+            do {
+                let lost = try await storage.renew(running, owner: owner, leaseDuration: lease)
+                if !lost.isEmpty {
+                    logger.warning("another worker took over \(lost.count) queue(s) whose action still runs here (\(Self.summary(lost))); their outcomes will not be stored")
+                    mailbox.post(.leaseLost(lost))
+                }
+            } catch {
+                logger.error("could not renew the leases of \(running.count) running queue(s); trying again in \(interval): \(error)")
+            }
         }
     }
 

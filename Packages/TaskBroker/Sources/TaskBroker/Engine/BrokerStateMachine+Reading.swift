@@ -113,6 +113,14 @@ extension BrokerStateMachine {
         switch change {
         case .saved(let entry):
             saved(entry, into: &out)
+        case .completed(let task):
+            // Only the holder of the queue's lease completes an action: when this broker runs that
+            // very version, the completion is its own (its outcome is on its way), not a deletion.
+            if let state = queues[task.queueName], state.inFlight, let held = state.held,
+               held.id == BrokerActionID(task), held.task.revision == task.revision {
+                return
+            }
+            apply(.deleted(task), into: &out)
         case .deleted(let task):
             if queues[task.queueName]?.load != nil {
                 queues[task.queueName]?.load?.buffered.append(change)

@@ -157,6 +157,18 @@ extension BrokerStateMachine {
                 out.append(.emit(.leaseLost(queueName: queueName, key: task.key, collection: task.collection)))
                 continue
             }
+            if state.outdated {
+                // Storage had a newer state of the queue than this broker: nothing was stored.
+                state.outdated = false
+                if let held = state.held, held.id == BrokerActionID(task), held.task.revision == task.revision {
+                    if locations[held.id] == queueName { locations[held.id] = nil }
+                    state.held = nil
+                }
+                queues[queueName] = state
+                out.append(.emit(.discarded(queueName: queueName, key: task.key, collection: task.collection)))
+                reload(queueName, into: &out)
+                continue
+            }
             guard var held = state.held, held.id == BrokerActionID(task), held.task.revision == task.revision else {
                 // Deleted or replaced while it ran: the store changed nothing; the new version runs next.
                 queues[queueName] = state

@@ -54,6 +54,10 @@ struct BrokerStateMachine {
         /// Another worker took these queues over (shared backends): the outcome of the action in
         /// flight was not stored; read the queues again.
         case leaseLost([String])
+        /// The actions in flight in these queues were deleted or replaced in storage before their
+        /// outcome was stored (shared backends; the change itself is still on its way): nothing was
+        /// stored for them; read the queues again.
+        case outdated([String])
         /// Stop taking actions; finish once the running ones are stored.
         case shutdown
         /// The shutdown timeout passed: give up on running handlers.
@@ -120,6 +124,9 @@ struct BrokerStateMachine {
         var leaseWait: UInt64?
         /// The lease was lost while `held` was in flight: read the queue again once its outcome arrives.
         var released = false
+        /// Storage found `held` deleted or replaced when its outcome was stored: discard the outcome
+        /// and read the queue again.
+        var outdated = false
 
         struct Load {
             /// Changes that arrived during the read, applied after it.
@@ -221,6 +228,10 @@ struct BrokerStateMachine {
         case .leaseLost(let queueNames):
             for queueName in queueNames {
                 leaseLost(queueName, into: &out)
+            }
+        case .outdated(let queueNames):
+            for queueName in queueNames where queues[queueName]?.inFlight == true {
+                queues[queueName]?.outdated = true
             }
         case .shutdown:
             if phase == .running { phase = .stopping }

@@ -4,6 +4,8 @@ import Synchronization
 enum TaskChange: Sendable {
     case saved(StoredTask)
     case deleted(StoredTask)
+    /// An action completed (reported by a shared backend's change feed).
+    case completed(StoredTask)
     case resumed(queueNames: [String], tasks: [StoredTask])
     case purged(queueName: String)
     /// Another process changed these queues (seen through the SQLite file's change journal or a
@@ -16,7 +18,7 @@ extension TaskChange {
     static func changes(from change: TaskStorageChange) -> [TaskChange] {
         switch change {
         case .queuesChanged(let queueNames): [.external(queueNames: queueNames)]
-        case .completed(let tasks): tasks.map { .deleted($0) }
+        case .completed(let tasks): tasks.map { .completed($0) }
         }
     }
 }

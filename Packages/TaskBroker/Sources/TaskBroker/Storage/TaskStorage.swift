@@ -155,11 +155,11 @@ public protocol TaskStorage: Sendable {
     /// - Parameters:
     ///   - outcomes: What became of each action.
     ///   - owner: The broker that ran them.
-    /// - Returns: The queues whose outcome was refused because `owner` no longer holds their lease
-    ///   (always empty on a backend without leases).
+    /// - Returns: Which outcomes were not stored, and why (a backend that learns of changes only
+    ///   through this process, like the embedded one, may report nothing).
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`; nothing is stored then.
     @discardableResult
-    func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> Set<String>
+    func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> TaskFinishReport
 
     /// Clears the pause of every action in the given queues.
     ///
@@ -204,6 +204,22 @@ public protocol TaskStorage: Sendable {
     /// Whether several processes share this backend: claims are leases with a fencing epoch, and
     /// every change reaches the brokers through ``changes()``. `false` by default.
     var isShared: Bool { get }
+
+    /// The lease a shared backend grants on a claim, when the backend sets it (`nil`, the default:
+    /// the broker's ``TaskQueueBroker/Configuration/leaseDuration``). A broker renews the leases of
+    /// its running actions every third of it.
+    var leaseDuration: Duration? { get }
+
+    /// Extends the leases `owner` holds on queues whose action still runs (shared backends).
+    ///
+    /// - Parameters:
+    ///   - queueNames: The queues whose actions run.
+    ///   - owner: The broker that claimed them.
+    ///   - leaseDuration: How long each lease lasts from now.
+    /// - Returns: The queues whose lease `owner` no longer holds (another worker took them over);
+    ///   empty for a backend without leases (the default).
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`; the broker tries again at the next renewal.
+    func renew(_ queueNames: [String], owner: String, leaseDuration: Duration) async throws -> [String]
 }
 
 extension TaskStorage {
@@ -230,6 +246,16 @@ extension TaskStorage {
 
     /// Not shared: one process uses the backend.
     public var isShared: Bool { false }
+
+    /// The broker's lease duration applies.
+    public var leaseDuration: Duration? { nil }
+
+    /// No leases to renew.
+    ///
+    /// - Returns: No lost queues.
+    public func renew(_ queueNames: [String], owner: String, leaseDuration: Duration) async throws -> [String] {
+        []
+    }
 }
 
 /// A backend's answer to the claim of one head (``TaskStorage/claim(_:owner:leaseDuration:)``).
@@ -241,6 +267,26 @@ public enum TaskClaimResult: Sendable, Hashable {
     /// Another worker holds the queue's lease until about this date (on this machine's clock):
     /// try again then, or earlier if the queue changes.
     case heldElsewhere(until: Date)
+}
+
+/// What ``TaskStorage/finish(_:owner:)`` did not store, by queue.
+public struct TaskFinishReport: Sendable, Hashable {
+    /// Queues whose outcome was refused because the claimant no longer holds their lease: another
+    /// worker took them over (its epoch is newer).
+    public var fenced: Set<String>
+    /// Queues whose action was deleted or replaced before its outcome arrived: nothing was stored
+    /// for it.
+    public var outdated: Set<String>
+
+    /// Creates a report.
+    ///
+    /// - Parameters:
+    ///   - fenced: Queues whose outcome the lease's epoch refused.
+    ///   - outdated: Queues whose action was deleted or replaced meanwhile.
+    public init(fenced: Set<String> = [], outdated: Set<String> = []) {
+        self.fenced = fenced
+        self.outdated = outdated
+    }
 }
 
 /// A change that a shared backend reports (``TaskStorage/changes()``), committed by any process.

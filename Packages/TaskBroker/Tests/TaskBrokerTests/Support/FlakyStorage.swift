@@ -44,7 +44,7 @@ final class FlakyStorage: TaskStorage {
         return try await base.claim(heads, owner: owner, leaseDuration: leaseDuration)
     }
 
-    func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> Set<String> {
+    func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> TaskFinishReport {
         try call(.store)
         return try await base.finish(outcomes, owner: owner)
     }

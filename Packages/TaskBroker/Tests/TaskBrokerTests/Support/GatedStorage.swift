@@ -53,7 +53,7 @@ final class GatedStorage: TaskStorage {
     func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration) async throws -> [TaskClaimResult] {
         try await base.claim(heads, owner: owner, leaseDuration: leaseDuration)
     }
-    func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> Set<String> { try await base.finish(outcomes, owner: owner) }
+    func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> TaskFinishReport { try await base.finish(outcomes, owner: owner) }
     func resume(queues queueNames: [String]) async throws -> [StoredTask] { try await base.resume(queues: queueNames) }
     func purge(queue queueName: String) async throws -> Int { try await base.purge(queue: queueName) }
     func snapshot() async throws -> [TaskQueueSnapshot] { try await base.snapshot() }

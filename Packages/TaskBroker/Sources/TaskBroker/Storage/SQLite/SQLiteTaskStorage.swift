@@ -140,12 +140,14 @@ final class SQLiteTaskStorage: TaskStorage {
     }
 
     @discardableResult
-    func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> Set<String> {
-        guard !outcomes.isEmpty else { return [] }
+    func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> TaskFinishReport {
+        // Deleted or replaced actions are not reported: this process's brokers learn of every
+        // change before the outcome (in-process notifications, the file's change journal).
+        guard !outcomes.isEmpty else { return TaskFinishReport() }
         try await Self.run("store \(outcomes.count) outcome(s)") {
             try await commit(outcomes)
         }
-        return []
+        return TaskFinishReport()
     }
 
     /// `finish` for a dedicated committer thread: blocks the calling thread, no executor hops.
