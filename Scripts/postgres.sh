@@ -10,10 +10,11 @@
 #
 # The cluster uses password authentication (user and password `queuekit`, database `queuekit`),
 # `fsync` and `synchronous_commit` on: what a real deployment has. The state (folder and port)
-# lives in `.postgres-cluster` at the repository root, so that `down` finds what `up` started.
+# lives in `.postgres-cluster` at the repository root, so that `down` finds what `up` started;
+# QUEUEKIT_PG_STATE names another state file (`make test-all` keeps its own cluster that way).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-state="$root/.postgres-cluster"
+state="${QUEUEKIT_PG_STATE:-$root/.postgres-cluster}"
 user=queuekit
 password=queuekit
 database=queuekit

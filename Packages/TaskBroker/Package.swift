@@ -73,6 +73,7 @@ let package = Package(
                 "TaskBrokerCrashHelper",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "QueueRetry", package: "QueueRetry"),
                 .product(name: "AsyncPrimitivesTesting", package: "AsyncPrimitives"),
             ]

@@ -189,7 +189,7 @@ struct PostgresSchema: Sendable {
 
     /// Claims each head's queue if the head is still the stored version, not waiting for a
     /// restart, and the queue's lease is free, expired or the claimant's own. Locked rows (another
-    /// worker claims the queue right now) are skipped. One row per head: whether the head is
+    /// worker claims or finishes the queue right now) are skipped. One row per head: whether the head is
     /// valid, the new epoch if the lease was taken, and the seconds left on another holder's lease.
     func claimQuery(heads: [StoredTask], owner: String, leaseMilliseconds: Int64) -> PostgresQuery {
         """
@@ -204,9 +204,16 @@ struct PostgresSchema: Sendable {
                AND a.revision = head.revision AND a.attempts = head.attempts AND a.pause_kind IS DISTINCT FROM 2
         ),
         free AS (
-            SELECT q.name FROM \(unescaped: queue) q JOIN valid ON valid.queue_name = q.name
+            -- Locks the queue's row and the head's row and checks both on their newest committed
+            -- versions: a head that the lease's last holder completed, failed or that was replaced
+            -- after this statement's snapshot is not taken (the snapshot alone would still show it).
+            SELECT q.name FROM head
+            JOIN \(unescaped: queue) q ON q.name = head.queue_name
+            JOIN \(unescaped: action) a
+                ON a.collection = head.collection AND a.key = head.key AND a.queue_name = head.queue_name
+               AND a.revision = head.revision AND a.attempts = head.attempts AND a.pause_kind IS DISTINCT FROM 2
             WHERE q.expires_at <= clock_timestamp() OR q.owner = \(owner)
-            FOR UPDATE OF q SKIP LOCKED
+            FOR UPDATE OF q, a SKIP LOCKED
         ),
         taken AS (
             UPDATE \(unescaped: queue) q

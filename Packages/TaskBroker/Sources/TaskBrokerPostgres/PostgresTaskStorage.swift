@@ -354,10 +354,18 @@ public final class PostgresTaskStorage: TaskStorage {
             return try await body()
         } catch let error as TaskBrokerError {
             throw error
+        } catch let error as UserCodeFailed {
+            throw error
         } catch {
             throw PostgresErrors.storageFailed(what, error, configuration)
         }
     }
+}
+
+/// An error thrown by the caller's own code inside a transaction, carried through the storage
+/// error handling unchanged.
+struct UserCodeFailed: Error {
+    let error: any Error
 }
 
 extension TaskOutcome {

@@ -26,6 +26,15 @@ public final class PostgresTaskTransaction {
         try await connection.query(query, logger: storage.logger)
     }
 
+    /// Runs one of your statements in the transaction and reads its result to the end (for
+    /// statements whose rows you do not need: `CREATE`, `INSERT`, `UPDATE`).
+    ///
+    /// - Parameter query: The statement, with its binds.
+    /// - Throws: PostgreSQL's error; throw it on from your body to roll everything back.
+    public func execute(_ query: PostgresQuery) async throws {
+        try await connection.execute(query, logger: storage.logger)
+    }
+
     /// Enqueues (or replaces) an action as part of this transaction.
     ///
     /// - Parameter action: The action to enqueue.

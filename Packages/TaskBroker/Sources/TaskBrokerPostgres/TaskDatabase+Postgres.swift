@@ -31,7 +31,7 @@ extension TaskDatabase {
     ///
     /// ```swift
     /// try await database.write { tx in
-    ///     try await tx.query("INSERT INTO message (id, body) VALUES (\(id), \(body))")
+    ///     try await tx.execute("INSERT INTO message (id, body) VALUES (\(id), \(body))")
     ///     try await tx.save(MessageSendAction(key: id, collection: "messages", queueName: "handler1-q"))
     /// }
     /// ```
@@ -49,12 +49,20 @@ extension TaskDatabase {
                 message: "write(_:) with a PostgresTaskTransaction needs the PostgreSQL backend (TaskDatabase.postgres)."
             )
         }
-        return try await postgres.run("run the transaction") {
-            try await postgres.client.withConnection { connection in
-                try await PostgresTaskStorage.inTransaction(connection, logger: postgres.logger) { connection in
-                    try await body(PostgresTaskTransaction(connection: connection, storage: postgres))
+        do {
+            return try await postgres.run("run the transaction") {
+                try await postgres.client.withConnection { connection in
+                    try await PostgresTaskStorage.inTransaction(connection, logger: postgres.logger) { connection in
+                        do {
+                            return try await body(PostgresTaskTransaction(connection: connection, storage: postgres))
+                        } catch {
+                            throw UserCodeFailed(error: error)
+                        }
+                    }
                 }
             }
+        } catch let failed as UserCodeFailed {
+            throw failed.error
         }
     }
 }

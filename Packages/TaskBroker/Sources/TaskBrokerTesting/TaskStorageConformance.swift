@@ -147,6 +147,78 @@ public enum TaskStorageConformance: Sendable {
         },
     ]
 
+    /// The checks a backend shared by several processes must pass too (leases, fencing, the change
+    /// feed). Run them against a fresh backend whose lease (``TaskStorage/leaseDuration``) is short,
+    /// about a second: one check waits for a lease to expire.
+    public static let sharedChecks: [Check] = [
+        Check("a queue's lease keeps a second owner off until the first releases it") { storage in
+            let saved = try await storage.save([task("a", "q1"), task("b", "q1")])
+            try expect(try await storage.claim([saved[0]], owner: "w1", leaseDuration: .seconds(30)) == [.granted], "w1 claims")
+            let second = try await storage.claim([saved[0]], owner: "w2", leaseDuration: .seconds(30))
+            guard case .heldElsewhere(let until)? = second.first else {
+                throw TaskStorageConformanceFailure("w2 is held off while w1 holds the lease: \(second)")
+            }
+            try expect(until > Date(), "the lease ends in the future: \(until)")
+            try expect(try await storage.finish([.completed(saved[0])], owner: "w1") == TaskFinishReport(), "w1's outcome is stored")
+            try expect(try await storage.claim([saved[1]], owner: "w2", leaseDuration: .seconds(30)) == [.granted], "released: w2 claims the next head")
+        },
+        Check("a claim is refused for a head that is gone, replaced, failed since, or waits for a restart") { storage in
+            let saved = try await storage.save([task("a", "q1"), task("b", "q2"), task("c", "q3"), task("d", "q4")])
+            _ = try await storage.delete(key: "a", collection: "c")
+            _ = try await storage.save([task("b", "q2", payload: "again")])
+            try await settle(storage, [.failed(saved[2], pause: nil), .failed(saved[3], pause: .untilRestart)])
+            let d = try await storage.tasks(inQueue: "q4")[0]
+            let results = try await storage.claim([saved[0], saved[1], saved[2], d], owner: "w2", leaseDuration: .seconds(30))
+            try expect(results == [.changed, .changed, .changed, .changed], "every stale head is refused: \(results)")
+        },
+        Check("an expired lease is taken over with a new epoch, and the old holder's outcome changes nothing") { storage in
+            let saved = try await storage.save([task("a", "q1")])
+            try expect(try await storage.claim(saved, owner: "w1", leaseDuration: .seconds(1)) == [.granted], "w1 claims")
+            // w1 stops renewing (it died or was cut off): w2 gets the queue once the lease expires.
+            var taken = false
+            for _ in 0..<200 where !taken {
+                let result = try await storage.claim(saved, owner: "w2", leaseDuration: .seconds(30))
+                if result == [.granted] {
+                    taken = true
+                } else if case .heldElsewhere(let until)? = result.first {
+                    try await Task.sleep(for: .milliseconds(max(10, min(200, Int(until.timeIntervalSinceNow * 1000)))))
+                } else {
+                    throw TaskStorageConformanceFailure("w2's claim is held off, not refused: \(result)")
+                }
+            }
+            try expect(taken, "w2 takes the queue over after the lease")
+            try expect(try await storage.renew(["q1"], owner: "w1", leaseDuration: .seconds(30)) == ["q1"], "w1's renewal reports the lease lost")
+            let late = try await storage.finish([.failed(saved[0], pause: .untilRestart)], owner: "w1")
+            try expect(late.fenced == ["q1"], "w1's late outcome is refused: \(late)")
+            let stored = try await storage.tasks(inQueue: "q1")
+            try expect(stored.first?.attempts == 0 && stored.first?.pause == nil, "nothing of it was stored")
+            try expect(try await storage.finish([.completed(saved[0])], owner: "w2") == TaskFinishReport(), "w2's outcome is stored")
+            try expect(try await storage.queueNames().isEmpty, "w2 completed it")
+        },
+        Check("renewing keeps the leases of running actions") { storage in
+            let saved = try await storage.save([task("a", "q1")])
+            try expect(try await storage.claim(saved, owner: "w1", leaseDuration: .seconds(30)) == [.granted], "w1 claims")
+            try expect(try await storage.renew(["q1"], owner: "w1", leaseDuration: .seconds(30)).isEmpty, "nothing is lost")
+            guard case .heldElsewhere? = try await storage.claim(saved, owner: "w2", leaseDuration: .seconds(30)).first else {
+                throw TaskStorageConformanceFailure("the renewed lease still holds w2 off")
+            }
+        },
+        Check("the change feed reports saves, failures and completions committed by anyone") { storage in
+            guard let feed = try await storage.changes() else { throw TaskStorageConformanceFailure("a shared backend has a change feed") }
+            var iterator = feed.makeAsyncIterator()
+            let saved = try await storage.save([task("a", "q1"), task("b", "q2")])
+            try expect(await iterator.next() == [.queuesChanged(["q1", "q2"])], "one notification for the save's transaction")
+            try await settle(storage, [.completed(saved[0]), .failed(saved[1], pause: .untilRestart)])
+            let finished = await iterator.next() ?? []
+            try expect(finished.contains(.queuesChanged(["q2"])), "the failure changed q2: \(finished)")
+            let completed = finished.compactMap { change -> [String]? in
+                if case .completed(let tasks) = change { return tasks.map { "\($0.queueName)/\($0.key)@\($0.revision)" } }
+                return nil
+            }
+            try expect(completed == [["q1/a@\(saved[0].revision)"]], "the completion names the action and revision: \(completed)")
+        },
+    ]
+
     /// What a broker does with outcomes: claims the actions, then stores what became of them.
     private static func settle(_ storage: any TaskStorage, _ outcomes: [TaskOutcome]) async throws {
         let heads = outcomes.map { outcome in

@@ -65,7 +65,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         claimFilter: @escaping @Sendable (String) -> Bool
     ) {
         self.name = name
-        self.owner = "\(name)#\(brokerID)@\(ProcessIdentity.token)"
+        self.owner = ProcessIdentity.owner(brokerName: name)
         self.brokerID = brokerID
         if let asyncHandler = handler as? any AsyncTaskQueueHandler<Handler.Action> {
             handle = { action, context in await asyncHandler.handle(action, context: context) }

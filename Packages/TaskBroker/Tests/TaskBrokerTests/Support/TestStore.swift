@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Foundation
 import Logging
 import TaskBroker
@@ -26,6 +29,14 @@ final class TestStore: Sendable {
         schema = "t" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
     }
 
+    /// A logger to standard error when QUEUEKIT_TEST_LOG is set (for debugging a test).
+    var logger: Logger? {
+        guard ProcessInfo.processInfo.environment["QUEUEKIT_TEST_LOG"] != nil else { return nil }
+        var logger = Logger(label: "pg-\(schema)", factory: { StreamLogHandler.standardError(label: $0) })
+        logger.logLevel = .debug
+        return logger
+    }
+
     /// The SQLite file (for SQLite stores).
     var path: String { directory.path("tasks.sqlite") }
 
@@ -44,11 +55,7 @@ final class TestStore: Sendable {
         configuration.schema = schema
         configuration.leaseDuration = leaseDuration
         configuration.poolSize = 4
-        if ProcessInfo.processInfo.environment["QUEUEKIT_TEST_LOG"] != nil {
-            var logger = Logger(label: "pg-\(schema)", factory: { StreamLogHandler.standardError(label: $0) })
-            logger.logLevel = .debug
-            configuration.logger = logger
-        }
+        if let logger { configuration.logger = logger }
         return configuration
     }
 }
@@ -59,6 +66,29 @@ enum PostgresTestServer {
         var description: String {
             "QUEUEKIT_PG_URL is not set: the PostgreSQL tests need the throwaway server that `make test-all` starts. Run `make test-all` (or `make test PACKAGE=TaskBroker`), or export QUEUEKIT_PG_URL=$(Scripts/postgres.sh up)."
         }
+    }
+
+    /// The command that restarts the server (`Scripts/postgres.sh restart`), from `make test-all`.
+    static func restartCommand() throws -> String {
+        guard let command = ProcessInfo.processInfo.environment["QUEUEKIT_PG_RESTART"], !command.isEmpty else { throw NotStarted() }
+        return command
+    }
+
+    /// Runs a shell command on a thread of its own and fails unless it succeeds.
+    static func run(_ command: String) async throws {
+        let status = await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
+            Thread.detachNewThread {
+                continuation.resume(returning: system(command))
+            }
+        }
+        guard status == 0 else {
+            throw CommandFailed(command: command, status: status)
+        }
+    }
+
+    struct CommandFailed: Error {
+        var command: String
+        var status: Int32
     }
 
     static func url() throws -> String {
