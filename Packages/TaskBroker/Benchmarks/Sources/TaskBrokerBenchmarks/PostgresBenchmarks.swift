@@ -23,6 +23,28 @@ struct PostgresBenchRow {
 /// postgres-nio's logger for the peer loops: silent.
 let benchLogger = Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })
 
+/// The CPU time (user + system, in clock ticks) of each of the server's processes that
+/// pg_stat_activity lists (backends, checkpointer, WAL writer …), from /proc: the server must run
+/// on this machine.
+func serverCPUTicks(_ admin: PostgresConnection) async throws -> [Int32: Int] {
+    var ticks: [Int32: Int] = [:]
+    for try await pid in try await admin.query("SELECT pid FROM pg_stat_activity", logger: benchLogger).decode(Int32.self) {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { continue }
+        // After "(comm) " come state (field 3) … utime and stime (fields 14 and 15).
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let user = Int(fields[11]), let system = Int(fields[12]) else { continue }
+        ticks[pid] = user + system
+    }
+    return ticks
+}
+
+/// The server's CPU time between two samples of ``serverCPUTicks(_:)``, in milliseconds.
+func serverCPUMilliseconds(from before: [Int32: Int], to after: [Int32: Int]) -> Int {
+    let ticks = after.reduce(0) { $0 + $1.value - (before[$1.key] ?? 0) }
+    return ticks * 1000 / max(sysconf(Int32(_SC_CLK_TCK)), 1)
+}
+
 /// A connection of the raw peer loops.
 func rawConnection(_ configuration: TaskDatabase.PostgresConfiguration, id: Int) async throws -> PostgresConnection {
     let connection = PostgresConnection.Configuration(
@@ -200,6 +222,7 @@ struct PostgresBenchmarks {
                 throw TaskBrokerError(code: .storageFailed, message: "a burn-down worker did not start")
             }
         }
+        let serverCPUBefore = try await serverCPUTicks(admin)
         let start = ContinuousClock.now
         children.forEach { $0.send("go") }
         // Coarse polling (every 100 ms): the figure is within 0.1 s of the truth.
@@ -214,12 +237,14 @@ struct PostgresBenchmarks {
             }
         }
         let elapsed = start.duration(to: .now)
+        let serverCPU = serverCPUMilliseconds(from: serverCPUBefore, to: try await serverCPUTicks(admin))
         children.forEach { $0.closeInput() }
         var stats: [String] = []
         for _ in 0..<processes {
             if let line = await inbox.next(startingWith: "stats", timeout: .seconds(40)) { stats.append(line) }
         }
         for child in children { child.process.waitUntilExit() }
+        var totals: [String: Int] = [:]
         stats = stats.map { line -> String in
             let fields = line.split(separator: " ")
             let values = Dictionary(fields.dropFirst(2).compactMap { field -> (String, Int)? in
@@ -227,15 +252,30 @@ struct PostgresBenchmarks {
                 guard parts.count == 2, let value = Int(parts[1]) else { return nil }
                 return (String(parts[0]), value)
             }, uniquingKeysWith: { $1 })
+            totals.merge(values, uniquingKeysWith: +)
             let claims = values["claims"] ?? 0, heads = values["heads"] ?? 0
             let finishes = values["finishes"] ?? 0, outcomes = values["outcomes"] ?? 0
             let reads = values["reads"] ?? 0
             let roundTrips = claims + reads + 4 * finishes
-            return "worker \(fields.count > 1 ? fields[1] : "?"): \(claims) claims (\(fmt(Double(heads) / Double(max(claims, 1)))) heads each), "
-                + "\(finishes) finishes (\(fmt(Double(outcomes) / Double(max(finishes, 1)))) outcomes each), \(reads) queue reads, "
-                + "\(values["renewals"] ?? 0) renewals: \(claims + finishes) commits, ~\(roundTrips) round trips"
+            let claimTime = values["claimms"] ?? 0, finishTime = values["finishms"] ?? 0, readTime = values["readms"] ?? 0
+            return "worker \(fields.count > 1 ? fields[1] : "?"): \(claims) claims (\(fmt(Double(heads) / Double(max(claims, 1)))) heads each, "
+                + "\(claimTime) ms), \(finishes) finishes (\(fmt(Double(outcomes) / Double(max(finishes, 1)))) outcomes each, \(finishTime) ms), "
+                + "\(reads) queue reads (\(readTime) ms), \(values["renewals"] ?? 0) renewals: \(claims + finishes) commits, "
+                + "~\(roundTrips) round trips; process CPU \(values["cpums"] ?? 0) ms"
         }
-        stats.append("\(stored) stored, timed from `go` to an empty action table (\(polls) polls)")
+        stats.append("\(stored) stored, timed from `go` to an empty action table (\(polls) polls of 100 ms): "
+            + "\(fmt(seconds(elapsed) * 1000)) ms wall, server CPU \(serverCPU) ms")
+        // What limits it: commits and round trips per 1,000 actions (the raw loop: 10 and 10), and
+        // where a worker's time goes (claim, finish and read calls, one cycle at a time).
+        let perThousand = { (value: Int) in fmt(Double(value) * 1000 / Double(max(stored, 1))) }
+        let commits = (totals["claims"] ?? 0) + (totals["finishes"] ?? 0)
+        let roundTrips = (totals["claims"] ?? 0) + (totals["reads"] ?? 0) + 4 * (totals["finishes"] ?? 0)
+        let wall = Double(processes) * seconds(elapsed) * 1000
+        let share = { (key: String) in "\(fmt(Double(totals[key] ?? 0) * 100 / wall))%" }
+        stats.append("limits: \(perThousand(commits)) commits and ~\(perThousand(roundTrips)) round trips per 1,000 actions (raw: 10 and 10); "
+            + "of the workers' wall time, \(share("claimms")) in claims, \(share("finishms")) in finishes, \(share("readms")) in queue reads; "
+            + "worker CPU \(fmt(Double(totals["cpums"] ?? 0) * 1000 / Double(max(stored, 1)))) µs and server CPU "
+            + "\(fmt(Double(serverCPU) * 1000 / Double(max(stored, 1)))) µs per action")
         return (Double(stored) / seconds(elapsed), stats)
     }
 
@@ -337,7 +377,9 @@ struct PostgresBenchmarks {
         let bound = seconds(lease) * 4 / 3
         var takeovers: [Double] = []
         var attempts: [String] = []
-        for round in 1...3 {
+        // Killed at different points of the renewal cycle (renewals every 667 ms).
+        let holds: [Duration] = [.milliseconds(300), .milliseconds(1000), .milliseconds(2500)]
+        for (round, hold) in zip(1...3, holds) {
             let schema = newSchema("takeover\(round)")
             let database = try await openDatabase(schema)
             let inbox = LineInbox()
@@ -359,6 +401,7 @@ struct PostgresBenchmarks {
             guard let victim = children.first(where: { $0.pid == holder }) else {
                 throw TaskBrokerError(code: .storageFailed, message: "unknown holder in \(first)")
             }
+            try await Task.sleep(for: hold)
             victim.kill()
             let killed = monotonicNanoseconds()
             guard let second = await inbox.next(startingWith: "started t\(round) ", timeout: .seconds(30)) else {
@@ -369,7 +412,7 @@ struct PostgresBenchmarks {
                 throw TaskBrokerError(code: .storageFailed, message: "unreadable line \(second)")
             }
             takeovers.append(Double(started - killed) / 1e9)
-            attempts.append("attempt \(fields[2]) in pid \(fields[3]) (killed \(holder))")
+            attempts.append("round \(round): killed pid \(holder) \(hold) after it started; pid \(fields[3]) started it after \(String(format: "%.2f", takeovers.last ?? 0)) s as attempt \(fields[2])")
             children.forEach { $0.kill() }
             for child in children { child.process.waitUntilExit() }
         }

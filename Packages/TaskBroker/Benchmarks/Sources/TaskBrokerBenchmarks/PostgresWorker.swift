@@ -23,13 +23,19 @@ final class CountingStorage: TaskStorage {
     let finishedOutcomes = Atomic<Int>(0)
     let reads = Atomic<Int>(0)
     let renewals = Atomic<Int>(0)
+    /// Nanoseconds spent inside claims, finishes and reads (calls may overlap).
+    let claimNanoseconds = Atomic<Int>(0)
+    let finishNanoseconds = Atomic<Int>(0)
+    let readNanoseconds = Atomic<Int>(0)
 
     init(_ inner: any TaskStorage) { self.inner = inner }
 
     var summary: String {
         "claims=\(claims.load(ordering: .relaxed)) heads=\(claimedHeads.load(ordering: .relaxed)) "
             + "finishes=\(finishes.load(ordering: .relaxed)) outcomes=\(finishedOutcomes.load(ordering: .relaxed)) "
-            + "reads=\(reads.load(ordering: .relaxed)) renewals=\(renewals.load(ordering: .relaxed))"
+            + "reads=\(reads.load(ordering: .relaxed)) renewals=\(renewals.load(ordering: .relaxed)) "
+            + "claimms=\(claimNanoseconds.load(ordering: .relaxed) / 1_000_000) finishms=\(finishNanoseconds.load(ordering: .relaxed) / 1_000_000) "
+            + "readms=\(readNanoseconds.load(ordering: .relaxed) / 1_000_000) cpums=\(cpuMilliseconds())"
     }
 
     func save(_ tasks: [NewTask]) async throws -> [StoredTask] { try await inner.save(tasks) }
@@ -37,20 +43,28 @@ final class CountingStorage: TaskStorage {
     func queueNames() async throws -> [String] { try await inner.queueNames() }
     func tasks(inQueue queueName: String) async throws -> [StoredTask] {
         reads.add(1, ordering: .relaxed)
+        let start = monotonicNanoseconds()
+        defer { readNanoseconds.add(Int(monotonicNanoseconds() - start), ordering: .relaxed) }
         return try await inner.tasks(inQueue: queueName)
     }
     func tasks(inQueues queueNames: [String]) async throws -> [String: [StoredTask]] {
         reads.add(1, ordering: .relaxed)
+        let start = monotonicNanoseconds()
+        defer { readNanoseconds.add(Int(monotonicNanoseconds() - start), ordering: .relaxed) }
         return try await inner.tasks(inQueues: queueNames)
     }
     func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration) async throws -> [TaskClaimResult] {
         claims.add(1, ordering: .relaxed)
         claimedHeads.add(heads.count, ordering: .relaxed)
+        let start = monotonicNanoseconds()
+        defer { claimNanoseconds.add(Int(monotonicNanoseconds() - start), ordering: .relaxed) }
         return try await inner.claim(heads, owner: owner, leaseDuration: leaseDuration)
     }
     func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> TaskFinishReport {
         finishes.add(1, ordering: .relaxed)
         finishedOutcomes.add(outcomes.count, ordering: .relaxed)
+        let start = monotonicNanoseconds()
+        defer { finishNanoseconds.add(Int(monotonicNanoseconds() - start), ordering: .relaxed) }
         return try await inner.finish(outcomes, owner: owner)
     }
     func resume(queues queueNames: [String]) async throws -> [StoredTask] { try await inner.resume(queues: queueNames) }
@@ -63,6 +77,13 @@ final class CountingStorage: TaskStorage {
         renewals.add(1, ordering: .relaxed)
         return try await inner.renew(queueNames, owner: owner, leaseDuration: leaseDuration)
     }
+}
+
+/// User and system CPU time of this process so far.
+func cpuMilliseconds() -> Int {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000 + (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1000
 }
 
 /// Prints each start: `started KEY MONOTONIC_NS`.
