@@ -23,6 +23,9 @@ final class CountingStorage: TaskStorage {
     let finishedOutcomes = Atomic<Int>(0)
     let reads = Atomic<Int>(0)
     let renewals = Atomic<Int>(0)
+    /// Outcomes a finish refused (lease lost) or found outdated.
+    let fenced = Atomic<Int>(0)
+    let outdated = Atomic<Int>(0)
     /// Nanoseconds spent inside claims, finishes and reads (calls may overlap).
     let claimNanoseconds = Atomic<Int>(0)
     let finishNanoseconds = Atomic<Int>(0)
@@ -35,7 +38,8 @@ final class CountingStorage: TaskStorage {
             + "finishes=\(finishes.load(ordering: .relaxed)) outcomes=\(finishedOutcomes.load(ordering: .relaxed)) "
             + "reads=\(reads.load(ordering: .relaxed)) renewals=\(renewals.load(ordering: .relaxed)) "
             + "claimms=\(claimNanoseconds.load(ordering: .relaxed) / 1_000_000) finishms=\(finishNanoseconds.load(ordering: .relaxed) / 1_000_000) "
-            + "readms=\(readNanoseconds.load(ordering: .relaxed) / 1_000_000) cpums=\(cpuMilliseconds())"
+            + "readms=\(readNanoseconds.load(ordering: .relaxed) / 1_000_000) cpums=\(cpuMilliseconds()) "
+            + "fenced=\(fenced.load(ordering: .relaxed)) outdated=\(outdated.load(ordering: .relaxed))"
     }
 
     func save(_ tasks: [NewTask]) async throws -> [StoredTask] { try await inner.save(tasks) }
@@ -65,7 +69,10 @@ final class CountingStorage: TaskStorage {
         finishedOutcomes.add(outcomes.count, ordering: .relaxed)
         let start = monotonicNanoseconds()
         defer { finishNanoseconds.add(Int(monotonicNanoseconds() - start), ordering: .relaxed) }
-        return try await inner.finish(outcomes, owner: owner)
+        let report = try await inner.finish(outcomes, owner: owner)
+        fenced.add(report.fenced.count, ordering: .relaxed)
+        outdated.add(report.outdated.count, ordering: .relaxed)
+        return report
     }
     func resume(queues queueNames: [String]) async throws -> [StoredTask] { try await inner.resume(queues: queueNames) }
     func purge(queue queueName: String) async throws -> Int { try await inner.purge(queue: queueName) }
@@ -84,6 +91,16 @@ func cpuMilliseconds() -> Int {
     var usage = rusage()
     getrusage(RUSAGE_SELF.rawValue, &usage)
     return (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000 + (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1000
+}
+
+/// Counts the actions it runs (more than were stored: some ran twice).
+final class CountingNoOpHandler: AsyncTaskQueueHandler {
+    let handled = Atomic<Int>(0)
+
+    func handle(_ action: NoOpAction, context _: TaskContext) async -> TaskResult {
+        handled.add(1, ordering: .relaxed)
+        return .success
+    }
 }
 
 /// Prints each start: `started KEY MONOTONIC_NS`.
@@ -120,11 +137,12 @@ func runPostgresWorker(_ arguments: [String]) async throws {
     let counting = CountingStorage(postgres.storage)
     let database = TaskDatabase(storage: counting)
     let pid = getpid()
+    let counter = CountingNoOpHandler()
     let broker: TaskQueueBroker
     switch mode {
     case "burn":
         broker = try await TaskQueueBroker.setup(
-            database: database, name: "bench", handler: NoOpHandler(),
+            database: database, name: "bench", handler: counter,
             configuration: .init(maxConcurrentQueues: 128, startsAutomatically: false)
         )
         emit("ready \(pid)")
@@ -143,5 +161,5 @@ func runPostgresWorker(_ arguments: [String]) async throws {
     }
     while readLine() != nil {}
     await broker.shutdown()
-    emit("stats \(pid) \(counting.summary)")
+    emit("stats \(pid) \(counting.summary) handled=\(counter.handled.load(ordering: .relaxed))")
 }
