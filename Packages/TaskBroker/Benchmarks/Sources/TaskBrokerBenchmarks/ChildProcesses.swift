@@ -13,6 +13,8 @@ final class LineInbox: Sendable {
         var consumed = 0
         var waiter: (id: UInt64, continuation: CheckedContinuation<String?, Never>)?
         var nextID: UInt64 = 0
+        /// The newest wait whose timeout has passed (it may pass before the wait is registered).
+        var expiredID: UInt64 = 0
     }
 
     private let state = Mutex(State())
@@ -41,11 +43,13 @@ final class LineInbox: Sendable {
                 self.expire(id)
             }
             let line = await withCheckedContinuation { (continuation: CheckedContinuation<String?, Never>) in
-                let ready = state.withLock { state -> String? in
+                // .some(line) or .some(nil) (timed out already): resume at once; nil: wait.
+                let ready = state.withLock { state -> String?? in
                     if state.consumed < state.lines.count {
                         state.consumed += 1
-                        return state.lines[state.consumed - 1]
+                        return .some(state.lines[state.consumed - 1])
                     }
+                    if state.expiredID >= id { return .some(nil) }
                     state.waiter = (id, continuation)
                     return nil
                 }
@@ -68,6 +72,7 @@ final class LineInbox: Sendable {
 
     private func expire(_ id: UInt64) {
         let waiter = state.withLock { state -> CheckedContinuation<String?, Never>? in
+            state.expiredID = max(state.expiredID, id)
             guard let waiter = state.waiter, waiter.id == id else { return nil }
             state.waiter = nil
             return waiter.continuation

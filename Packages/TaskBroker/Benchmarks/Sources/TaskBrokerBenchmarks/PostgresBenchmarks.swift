@@ -1,7 +1,8 @@
 // The PostgreSQL section of `make bench PACKAGE=TaskBroker` (issue #12): TaskBrokerPostgres
 // against raw postgres-nio loops, on the same server in the same run. Scripts/bench.sh passes the
 // server's URL in QUEUEKIT_PG_URL. Every run uses fresh schemas (`bench_<random>_…`) and drops
-// them at the end.
+// them at the end. `TaskBrokerBenchmarks pg` runs this section alone; QUEUEKIT_PG_ACTIONS
+// overrides the burn-down's 100,000 actions (for quick runs while developing).
 #if canImport(Glibc)
 import Glibc
 #endif
