@@ -62,7 +62,7 @@ let package = Package(
         // SQLite's write lock.
         .executableTarget(
             name: "TaskBrokerCrashHelper",
-            dependencies: ["TaskBroker", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["TaskBroker", "TaskBrokerPostgres", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
             name: "TaskBrokerTests",
