@@ -5,7 +5,7 @@ import PostgresNIO
 public import TaskBroker
 
 extension TaskDatabase {
-    /// Where and how ``TaskDatabase/postgres(configuration:)`` connects; every field but the host
+    /// Where and how `TaskDatabase/postgres(configuration:)` connects; every field but the host
     /// and user has a default.
     ///
     /// ```swift
@@ -25,7 +25,7 @@ extension TaskDatabase {
         public var password: String?
         /// The database; `nil` uses the server's default (the user's name).
         public var database: String?
-        /// Transport security. Defaults to ``TLS/disable``.
+        /// Transport security. Defaults to `TLS/disable`.
         public var tls: TLS
         /// The PostgreSQL schema that holds TaskBroker's tables (created if missing). Lowercase
         /// letters, digits and `_`, at most 40 characters. Defaults to `taskbroker`. Workers that
@@ -88,7 +88,7 @@ extension TaskDatabase {
         ///
         /// `postgresql://` works too; user, password and database may be percent-encoded. The query
         /// may set `schema` and `lease` (seconds); `sslmode=disable` is accepted, and for TLS set
-        /// ``tls`` in code.
+        /// `tls` in code.
         ///
         /// - Parameter url: The URL.
         /// - Throws: `TaskBrokerError` with code `.invalidConfiguration` naming what is wrong.

@@ -6,7 +6,7 @@ public import TaskBroker
 import Synchronization
 
 /// TaskBroker's PostgreSQL backend: per-name serial queues shared by worker processes on any
-/// number of machines. Open it with ``TaskBroker/TaskDatabase/postgres(configuration:)``.
+/// number of machines. Open it with `TaskBroker/TaskDatabase/postgres(configuration:)`.
 ///
 /// Each queue has a row with its lease: the worker that holds it, until when, and a fencing epoch
 /// that grows with every claim. A worker claims a ready queue's head (`FOR UPDATE SKIP LOCKED`),
@@ -83,10 +83,13 @@ public final class PostgresTaskStorage: TaskStorage {
 
     // MARK: - TaskStorage
 
+    /// Shared: several processes use the database; claims are leases.
     public var isShared: Bool { true }
 
+    /// The lease of a claim: `PostgresConfiguration.leaseDuration`.
     public var leaseDuration: Duration? { configuration.leaseDuration }
 
+    /// Enqueues actions in one transaction (see `TaskStorage.save(_:)`) and notifies their queues.
     public func save(_ tasks: [NewTask]) async throws -> [StoredTask] {
         guard !tasks.isEmpty else { return [] }
         return try await transaction("save \(tasks.count) action(s)") { connection in
@@ -94,7 +97,7 @@ public final class PostgresTaskStorage: TaskStorage {
         }
     }
 
-    /// Saves inside a transaction the caller runs (``save(_:)``, ``PostgresTaskTransaction``).
+    /// Saves inside a transaction the caller runs (`save(_:)`, `PostgresTaskTransaction`).
     func save(_ tasks: [NewTask], on connection: PostgresConnection) async throws -> [StoredTask] {
         // One statement per batch of distinct keys: a key saved twice in one call is saved twice,
         // in order, as the SQLite backend does.
@@ -142,6 +145,7 @@ public final class PostgresTaskStorage: TaskStorage {
         return stored
     }
 
+    /// Deletes an action (see `TaskStorage.delete(key:collection:)`) and notifies its queue.
     public func delete(key: String, collection: String) async throws -> StoredTask? {
         try await transaction("delete \(collection)/\(key)") { connection in
             try await self.delete(key: key, collection: collection, on: connection)
@@ -160,6 +164,7 @@ public final class PostgresTaskStorage: TaskStorage {
         return deleted
     }
 
+    /// The names of every queue that has stored actions, sorted.
     public func queueNames() async throws -> [String] {
         try await run("list the queues") {
             var names: [String] = []
@@ -170,10 +175,12 @@ public final class PostgresTaskStorage: TaskStorage {
         }
     }
 
+    /// Every stored action of the given queue(s), in enqueue order.
     public func tasks(inQueue queueName: String) async throws -> [StoredTask] {
         try await tasks(inQueues: [queueName])[queueName] ?? []
     }
 
+    /// Every stored action of the given queue(s), in enqueue order.
     public func tasks(inQueues queueNames: [String]) async throws -> [String: [StoredTask]] {
         guard !queueNames.isEmpty else { return [:] }
         return try await run("read \(queueNames.count) queue(s)") {
@@ -187,6 +194,7 @@ public final class PostgresTaskStorage: TaskStorage {
         }
     }
 
+    /// Claims the heads' queues under leases (see `TaskStorage.claim(_:owner:leaseDuration:)`).
     public func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration) async throws -> [TaskClaimResult] {
         guard !heads.isEmpty else { return [] }
         let lease = configuration.leaseDuration
@@ -213,6 +221,7 @@ public final class PostgresTaskStorage: TaskStorage {
         }
     }
 
+    /// Stores outcomes whose lease `owner` still holds and releases the leases (see `TaskStorage.finish(_:owner:)`).
     @discardableResult
     public func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> TaskFinishReport {
         guard !outcomes.isEmpty else { return TaskFinishReport() }
@@ -248,6 +257,7 @@ public final class PostgresTaskStorage: TaskStorage {
         return report
     }
 
+    /// Extends the leases `owner` holds on queues whose actions still run; returns those it lost.
     public func renew(_ queueNames: [String], owner: String, leaseDuration: Duration) async throws -> [String] {
         guard !queueNames.isEmpty else { return [] }
         let held = epochs.withLock { epochs in
@@ -273,6 +283,7 @@ public final class PostgresTaskStorage: TaskStorage {
         }
     }
 
+    /// Clears the pauses of the given queues and notifies them.
     public func resume(queues queueNames: [String]) async throws -> [StoredTask] {
         guard !queueNames.isEmpty else { return [] }
         return try await transaction("resume \(queueNames.count) queue(s)") { connection in
@@ -285,6 +296,7 @@ public final class PostgresTaskStorage: TaskStorage {
         }
     }
 
+    /// Deletes every action of a queue and notifies it.
     public func purge(queue queueName: String) async throws -> Int {
         try await transaction("purge queue \(queueName)") { connection in
             var count = 0
@@ -296,6 +308,7 @@ public final class PostgresTaskStorage: TaskStorage {
         }
     }
 
+    /// The stored state of every queue that has actions, sorted by name.
     public func snapshot() async throws -> [TaskQueueSnapshot] {
         try await run("read the queues' state") {
             var snapshots: [TaskQueueSnapshot] = []
@@ -309,6 +322,7 @@ public final class PostgresTaskStorage: TaskStorage {
         }
     }
 
+    /// The change feed: notifications of every process's commits (see `TaskStorage.changes()`).
     public func changes() async throws -> AsyncStream<[TaskStorageChange]>? {
         try await PostgresChangeFeed.start(storage: self)
     }

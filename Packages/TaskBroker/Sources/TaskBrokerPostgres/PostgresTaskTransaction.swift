@@ -2,8 +2,8 @@ import Foundation
 public import PostgresNIO
 public import TaskBroker
 
-/// One PostgreSQL transaction of ``TaskBroker/TaskDatabase/write(_:)-(PostgresTaskTransaction)``: your own SQL
-/// through ``connection``, actions through ``save(_:)`` and ``delete(key:collection:)``,
+/// One PostgreSQL transaction of `TaskBroker/TaskDatabase/write(_:)-(PostgresTaskTransaction)`: your own SQL
+/// through `connection`, actions through `save(_:)` and `delete(key:collection:)`,
 /// committed together or not at all.
 public final class PostgresTaskTransaction {
     /// The connection inside the transaction: run your own statements on it.

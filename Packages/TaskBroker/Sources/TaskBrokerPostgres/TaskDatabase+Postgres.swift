@@ -3,7 +3,7 @@ public import TaskBroker
 
 extension TaskDatabase {
     /// Connects to PostgreSQL, creates or migrates TaskBroker's tables (in
-    /// ``PostgresConfiguration/schema``), and returns a database that brokers in any number of
+    /// `PostgresConfiguration/schema`), and returns a database that brokers in any number of
     /// processes and machines share.
     ///
     /// ```swift

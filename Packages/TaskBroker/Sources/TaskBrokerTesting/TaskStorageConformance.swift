@@ -148,7 +148,7 @@ public enum TaskStorageConformance: Sendable {
     ]
 
     /// The checks a backend shared by several processes must pass too (leases, fencing, the change
-    /// feed). Run them against a fresh backend whose lease (``TaskStorage/leaseDuration``) is short,
+    /// feed). Run them against a fresh backend whose lease (`TaskStorage.leaseDuration`) is short,
     /// about a second: one check waits for a lease to expire.
     public static let sharedChecks: [Check] = [
         Check("a queue's lease keeps a second owner off until the first releases it") { storage in
