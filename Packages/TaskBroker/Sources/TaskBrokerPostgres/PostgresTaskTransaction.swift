@@ -40,19 +40,7 @@ public final class PostgresTaskTransaction {
     /// - Parameter action: The action to enqueue.
     /// - Throws: `TaskBrokerError` with code `.encodingFailed`, or PostgreSQL's error.
     public func save<Action: TaskQueueAction>(_ action: Action) async throws {
-        let payload: Data
-        do {
-            payload = try encoder.encode(action)
-        } catch {
-            throw TaskBrokerError(
-                code: .encodingFailed,
-                message: "Could not encode action \(action.collection)/\(action.key) as JSON; check its Codable conformance.",
-                underlying: error
-            )
-        }
-        _ = try await storage.save(
-            [NewTask(key: action.key, collection: action.collection, queueName: action.queueName, payload: payload)], on: connection
-        )
+        _ = try await storage.save([try NewTask(encoding: action, with: encoder)], on: connection)
     }
 
     /// Deletes (cancels) an action as part of this transaction.
