@@ -126,18 +126,11 @@ final class StampingHandler: AsyncTaskQueueHandler {
     }
 }
 
-let arguments = CommandLine.arguments
-if arguments.count == 5, arguments[1] == "pg-worker" {
+/// Sets a broker up, says "ready", runs it until stdin closes, shuts it down and exits (an error
+/// is said and exits 1).
+func serveUntilStdinCloses(_ setUp: () async throws -> TaskQueueBroker) async -> Never {
     do {
-        var configuration = try TaskDatabase.PostgresConfiguration(url: arguments[2])
-        configuration.schema = arguments[3]
-        configuration.leaseDuration = .seconds(2)
-        configuration.poolSize = 4
-        let database = try await TaskDatabase.postgres(configuration: configuration)
-        let broker = try await TaskQueueBroker.setup(
-            database: database, name: "crash", handler: StampingHandler(log: StampLog(path: arguments[4])),
-            configuration: .init(maxConcurrentQueues: 16)
-        )
+        let broker = try await setUp()
         say("ready")
         await stdinLine()
         await broker.shutdown()
@@ -147,17 +140,24 @@ if arguments.count == 5, arguments[1] == "pg-worker" {
         exit(1)
     }
 }
+
+let arguments = CommandLine.arguments
+if arguments.count == 5, arguments[1] == "pg-worker" {
+    await serveUntilStdinCloses {
+        var configuration = try TaskDatabase.PostgresConfiguration(url: arguments[2])
+        configuration.schema = arguments[3]
+        configuration.leaseDuration = .seconds(2)
+        configuration.poolSize = 4
+        let database = try await TaskDatabase.postgres(configuration: configuration)
+        return try await TaskQueueBroker.setup(
+            database: database, name: "crash", handler: StampingHandler(log: StampLog(path: arguments[4])),
+            configuration: .init(maxConcurrentQueues: 16)
+        )
+    }
+}
 if arguments.count == 3, arguments[1] == "serve" {
-    do {
-        let database = try await TaskDatabase.sqlite(path: arguments[2])
-        let broker = try await TaskQueueBroker.setup(database: database, name: "crash", handler: ServeHandler())
-        say("ready")
-        await stdinLine()
-        await broker.shutdown()
-        exit(0)
-    } catch {
-        say("error \(error)")
-        exit(1)
+    await serveUntilStdinCloses {
+        try await TaskQueueBroker.setup(database: try await TaskDatabase.sqlite(path: arguments[2]), name: "crash", handler: ServeHandler())
     }
 }
 if arguments.count == 3, arguments[1] == "lock" {
