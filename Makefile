@@ -1,5 +1,5 @@
 # QueueKit: `make demo` runs the end-to-end demo; `make test-all` runs every test.
-.PHONY: all setup demo test-all test lint bench versions release-check docs clean
+.PHONY: all setup demo demo-cluster test-all test lint bench versions release-check docs clean
 
 all: test-all
 
@@ -9,6 +9,11 @@ setup:
 # Build in release mode and run the end-to-end demo on an embedded SQLite file.
 demo: setup
 	@Scripts/demo.sh
+
+# The demo's workload on a throwaway PostgreSQL with 3 worker processes; one is SIGKILLed
+# halfway and the summary shows the others taking its queues over.
+demo-cluster: setup
+	@Scripts/demo-cluster.sh
 
 # Build and test every package on its own, then the cross-package Integration package.
 # `make test PACKAGE=QueueCore` tests one package.

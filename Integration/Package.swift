@@ -16,10 +16,11 @@ let package = Package(
         .package(path: "../Packages/TaskBroker"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
     ],
     targets: [
         // The `queuekit` command-line tool: the end-to-end demo and a small admin CLI over a
-        // TaskBroker SQLite file.
+        // TaskBroker database (an SQLite file, or PostgreSQL).
         .executableTarget(
             name: "queuekit",
             dependencies: [
@@ -27,9 +28,13 @@ let package = Package(
                 .product(name: "ObjectDataSource", package: "AsyncPrimitives"),
                 .product(name: "QueueRetry", package: "QueueRetry"),
                 .product(name: "TaskBroker", package: "TaskBroker"),
-                // The demo keeps its own bookkeeping row in the broker's SQLite file, written in
-                // the same transactions as the actions it enqueues.
+                // `--database postgres://…`: the same commands on a PostgreSQL shared by workers.
+                .product(name: "TaskBrokerPostgres", package: "TaskBroker"),
+                // The demo keeps its own bookkeeping row in the broker's database (SQLite through
+                // GRDB, PostgreSQL through postgres-nio), written in the same transactions as the
+                // actions it enqueues.
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
         .testTarget(

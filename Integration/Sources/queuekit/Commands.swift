@@ -53,17 +53,31 @@ struct Enqueue: AsyncParsableCommand {
 /// `queuekit work`: run the stored uploads to the end.
 struct Work: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run every stored upload until none is left (Ctrl-C stops cleanly; run again to continue)."
+        abstract: "Run every stored upload until none is left (Ctrl-C stops cleanly; run again to continue).",
+        discussion: """
+            On a PostgreSQL --database, start `queuekit work` on as many machines as you like: \
+            each user's uploads still run one at a time, in order, and a worker that dies loses \
+            its queues to the others after the lease (10 s by default; ?lease=SECONDS in the URL).
+            """
     )
 
     @OptionGroup var options: DatabaseOptions
 
     @OptionGroup var work: WorkOptions
 
+    @Option(help: ArgumentHelp(
+        "Write a line for each attempt's start and end to FILE (for scripts that check a cluster run).",
+        valueName: "FILE"
+    ))
+    var traceFile: String?
+
     func run() async throws {
         let store = try await options.open(create: false)
         let settings = work.settings(maxAttempts: work.maxAttempts)
-        let report = try await Runner.run(store: store, settings: settings, concurrency: work.concurrency, title: "work")
+        let trace = try traceFile.map { path throws(QueuekitError) in try TraceLog(path: path) }
+        let report = try await Runner.run(
+            store: store, settings: settings, concurrency: work.concurrency, title: "work", trace: trace
+        )
         let c = report.counts
         say("handled \(c.handled): \(c.uploaded) uploaded, \(c.deadLettered) dead-lettered, \(c.retries) retries"
             + (report.interrupted ? " (interrupted; run again to continue)" : ""))
@@ -198,19 +212,15 @@ struct Retry: AsyncParsableCommand {
         var moved = 0
         if let dead = resolved.deadLetter {
             let tasks = try await store.tasks(in: dead.name)
-            let fixed = simulateFix
-            moved = try await store.run("move dead letters back") {
-                try await store.database.write { tx -> Int in
-                    var moved = 0
-                    for task in tasks {
-                        guard let upload = try? JSONDecoder().decode(UploadAction.self, from: task.payload) else { continue }
-                        try tx.save(upload.revived(fixed: fixed))
-                        try tx.delete(key: task.key, collection: task.collection)
-                        moved += 1
-                    }
-                    return moved
-                }
+            var revived: [UploadAction] = []
+            var old: [ActionKey] = []
+            for task in tasks {
+                guard let upload = Store.upload(from: task) else { continue }
+                revived.append(upload.revived(fixed: simulateFix))
+                old.append(ActionKey(key: task.key, collection: task.collection))
             }
+            try await store.run("move dead letters back") { try await store.backend.replace(old, with: revived) }
+            moved = revived.count
         }
         let live = QueueNames.live(resolved.user)
         try await store.run("restart \(live)") { try await store.database.restartQueues([live]) }
@@ -252,7 +262,7 @@ struct Purge: AsyncParsableCommand {
             demo += try await store.tasks(in: name).filter { $0.key.hasPrefix(Workload.keyPrefix) }.count
             total += try await store.run("purge \(name)") { try await store.database.purge(queueName: name) }
         }
-        if demo > 0 { try await DemoLedger.add(demo, to: "purged", in: store) }
+        if demo > 0 { try await DemoLedger.add(demo, to: .purged, in: store) }
         say("purged \(grouped(total)) upload(s) from \(names.count) queue(s)")
     }
 }

@@ -31,7 +31,7 @@ struct Demo: AsyncParsableCommand {
 
     @OptionGroup var work: WorkOptions
 
-    @Flag(help: "Delete the database file first and start a new workload.")
+    @Flag(help: "Delete the database file (on PostgreSQL: every stored upload) first and start a new workload.")
     var fresh = false
 
     func validate() throws {
@@ -44,21 +44,43 @@ struct Demo: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let path = try options.path()
-        if fresh {
+        let location = try options.location()
+        if fresh, case .sqlite(let path) = location {
             for suffix in ["", "-wal", "-shm"] {
                 try? FileManager.default.removeItem(atPath: path + suffix)
             }
         }
         let store = try await options.open(create: true)
-        var workload = Workload(
-            seed: seed, total: actions, users: users, transientRate: transientRate,
-            permanentRate: permanentRate, maxAttempts: work.maxAttempts
+        if fresh, location.isShared {
+            try await Demo.erase(store)
+        }
+        let workload = try await Demo.enqueue(
+            Workload(
+                seed: seed, total: actions, users: users, transientRate: transientRate,
+                permanentRate: permanentRate, maxAttempts: work.maxAttempts
+            ),
+            in: store
         )
+        try await DemoLedger.add(1, to: .runs, in: store)
+        let settings = work.settings(maxAttempts: workload.maxAttempts)
+        let report = try await Runner.run(store: store, settings: settings, concurrency: work.concurrency, title: "demo")
+        try await Summary.show(for: store, report: report, settings: settings)
+        if report.interrupted {
+            throw ExitCode(130)
+        }
+    }
+}
+
+extension Demo {
+    /// Enqueues what `workload` has not stored yet, in batches that each record their progress in
+    /// the ledger; a database that already holds a demo resumes that one.
+    /// - Returns: The workload in the database.
+    static func enqueue(_ requested: Workload, in store: Store) async throws -> Workload {
+        var workload = requested
         var enqueued = 0
         if let ledger = try await DemoLedger.load(from: store) {
             if ledger.workload != workload {
-                say("note: \(path) holds the workload of seed \(ledger.workload.seed) (\(grouped(ledger.workload.total)) uploads); resuming it (--fresh starts over).")
+                say("note: \(store.name) holds the workload of seed \(ledger.workload.seed) (\(grouped(ledger.workload.total)) uploads); resuming it (--fresh starts over).")
             }
             workload = ledger.workload
             enqueued = ledger.enqueued
@@ -75,19 +97,25 @@ struct Demo: AsyncParsableCommand {
             }
             say("enqueued \(grouped(workload.total - enqueued)) uploads over \(workload.users) user queues in \(String(format: "%.2f", (clock.now - start).seconds)) s (seed \(workload.seed))")
         }
-        try await DemoLedger.add(1, to: "runs", in: store)
-        let settings = work.settings(maxAttempts: workload.maxAttempts)
-        let report = try await Runner.run(store: store, settings: settings, concurrency: work.concurrency, title: "demo")
-        try await Summary.show(for: store, report: report, settings: settings)
-        if report.interrupted {
-            throw ExitCode(130)
+        return workload
+    }
+
+    /// Deletes every stored upload and the demo's ledger, for `--fresh` on a database that is not
+    /// a file of its own.
+    static func erase(_ store: Store) async throws {
+        for queue in try await store.queues() {
+            _ = try await store.run("purge \(queue.name)") { try await store.database.purge(queueName: queue.name) }
         }
+        try await store.run("delete the demo's ledger") { try await store.backend.deleteLedger() }
     }
 }
 
 /// The demo's closing table.
 enum Summary {
-    static func show(for store: Store, report: RunReport, settings: HandlerSettings) async throws {
+    /// Prints the table; `extraRows` come before the status row.
+    static func show(
+        for store: Store, report: RunReport, settings: HandlerSettings, extraRows: [(String, String)] = []
+    ) async throws {
         guard let ledger = try await DemoLedger.load(from: store) else { return }
         var queued = 0
         var dead = 0
@@ -105,7 +133,7 @@ enum Summary {
         let c = report.counts
         let rule = String(repeating: "-", count: 64)
         var rows: [(String, String)] = [
-            ("database", store.path),
+            ("database", store.name),
             ("workload", "\(grouped(ledger.workload.total)) uploads over \(ledger.workload.users) user queues (seed \(ledger.workload.seed))"),
             ("uploaded", grouped(uploaded)),
             ("dead-lettered", "\(grouped(dead)) (failed \(settings.maxAttempts) attempts; `queuekit list --dead-letter`)"),
@@ -118,6 +146,7 @@ enum Summary {
         }
         rows.append(("this run", "\(grouped(c.handled)) handled in \(String(format: "%.1f", report.elapsed.seconds)) s (\(grouped(Int(report.rate)))/s), run #\(ledger.runs)"))
         rows.append(("", "\(grouped(c.uploaded)) uploaded (\(grouped(c.uploadedAfterRetry)) after a retry), \(grouped(c.deadLettered)) dead-lettered, \(grouped(c.retries)) retries"))
+        rows += extraRows
         rows.append(("status", report.interrupted
             ? "interrupted: run `make demo` (or `queuekit demo`) again to resume"
             : queued > 0 ? "\(grouped(queued)) still queued: run again to continue"

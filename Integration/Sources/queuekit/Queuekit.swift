@@ -1,17 +1,19 @@
 import ArgumentParser
 import Foundation
 
-/// The `queuekit` tool: the end-to-end demo and a small admin CLI over a TaskBroker SQLite file.
+/// The `queuekit` tool: the end-to-end demo and a small admin CLI over a TaskBroker database.
 struct Queuekit: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "queuekit",
-        abstract: "Durable upload queues on an embedded SQLite file: the QueueKit demo and its admin commands.",
+        abstract: "Durable upload queues on an embedded SQLite file or PostgreSQL: the QueueKit demo and its admin commands.",
         discussion: """
-            Every command takes --database sqlite:PATH (default: sqlite:./queuekit-demo.sqlite).
+            Every command takes --database sqlite:PATH (default: sqlite:./queuekit-demo.sqlite) \
+            or --database postgres://USER:PASSWORD@HOST:PORT/DATABASE, where `queuekit work` \
+            processes on any number of machines share the queues.
             Uploads of user U run in order on the queue uploads-U; an upload that fails \
             --max-attempts times moves to deadletter-U.
             """,
-        subcommands: [Demo.self, Enqueue.self, Work.self, List.self, Stats.self, Retry.self, Purge.self]
+        subcommands: [Demo.self, DemoCluster.self, Enqueue.self, Work.self, List.self, Stats.self, Retry.self, Purge.self]
     )
 }
 

@@ -15,17 +15,23 @@ struct RunReport: Sendable {
     }
 }
 
-/// Runs the upload broker over a store until every live action stored at the start is handled,
-/// or until SIGINT/SIGTERM, printing progress as it goes.
+/// Runs the upload broker over a store until no live action is left in it (this process or other
+/// workers handled them), or until SIGINT/SIGTERM, printing progress as it goes.
 enum Runner {
-    static func run(store: Store, settings: HandlerSettings, concurrency: Int, title: String) async throws -> RunReport {
+    /// How often a worker looks at the store while it waits for its own actions: other workers
+    /// of a shared database may handle the last of them.
+    static let storeCheckInterval: Duration = .seconds(1)
+
+    static func run(
+        store: Store, settings: HandlerSettings, concurrency: Int, title: String, trace: TraceLog? = nil
+    ) async throws -> RunReport {
         // What is there to do: every live action stored now.
         let target = try await store.queues().filter { QueueNames.isLive($0.name) }.reduce(0) { $0 + $1.pending }
         let progress = RunProgress(target: target)
         guard target > 0 else {
             return RunReport(counts: progress.counts, elapsed: .zero, interrupted: false)
         }
-        let handler = UploadHandler(settings: settings, database: store.database, progress: progress)
+        let handler = UploadHandler(settings: settings, backend: store.backend, progress: progress, trace: trace)
         let signals = SignalWatcher()
         let clock = ContinuousClock()
         let start = clock.now
@@ -38,20 +44,24 @@ enum Runner {
         let printer = ProgressPrinter(title: title)
         let interrupted = await withTaskGroup(of: Bool.self) { group -> Bool in
             group.addTask {
-                await progress.waitUntilDone()
-                // Done only once nothing live is stored: another process may have enqueued uploads
-                // meanwhile, and the broker runs those too. Checked again after each stored outcome
-                // until the queues are empty.
-                var outcomes = broker.events.makeAsyncIterator()
                 while !Task.isCancelled {
+                    // This run's own actions first, then each outcome of the last ones; and the
+                    // store every second meanwhile, since other workers may handle them.
+                    await progress.wait(untilDone: progress.counts.remaining > 0)
+                    // Done only once nothing live is stored: another process may have enqueued
+                    // uploads meanwhile, and the broker runs those too.
                     guard let queues = try? await broker.snapshot() else { return false }
                     let live = queues.filter { QueueNames.isLive($0.name) }
-                    let left = live.reduce(0) { $0 + max(0, $1.pending - ($1.inFlight == nil ? 0 : 1)) }
                     guard live.contains(where: { $0.pending > 0 }) else { return false }
-                    progress.expect(more: left)
-                    while let event = await outcomes.next() {
-                        if event.isOutcome { break }
-                    }
+                    let left = live.reduce(0) { $0 + max(0, $1.pending - ($1.inFlight == nil ? 0 : 1)) }
+                    if left > progress.counts.remaining { progress.expect(more: left) }
+                }
+                return false
+            }
+            group.addTask {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: storeCheckInterval)
+                    progress.wake()
                 }
                 return false
             }
@@ -86,16 +96,6 @@ enum Runner {
         printer.show(progress.counts, elapsed: elapsed, force: true)
         printer.finishLine()
         return RunReport(counts: progress.counts, elapsed: elapsed, interrupted: interrupted)
-    }
-}
-
-extension TaskBrokerEvent {
-    /// Whether the event reports a stored outcome (or the end).
-    var isOutcome: Bool {
-        switch self {
-        case .succeeded, .failed, .discarded, .stopped: true
-        default: false
-        }
     }
 }
 

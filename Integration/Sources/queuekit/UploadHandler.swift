@@ -24,17 +24,26 @@ final class UploadHandler: AsyncTaskQueueHandler {
     typealias Action = UploadAction
 
     private let settings: HandlerSettings
-    private let database: TaskDatabase
+    private let backend: any StoreBackend
     private let progress: RunProgress
+    private let trace: TraceLog?
 
-    init(settings: HandlerSettings, database: TaskDatabase, progress: RunProgress) {
+    init(settings: HandlerSettings, backend: any StoreBackend, progress: RunProgress, trace: TraceLog? = nil) {
         self.settings = settings
-        self.database = database
+        self.backend = backend
         self.progress = progress
+        self.trace = trace
     }
 
     func handle(_ action: UploadAction, context: TaskContext) async -> TaskResult {
+        let outcome = await attempt(action, context: context)
+        trace?.ended(queue: action.queueName, key: action.key, attempt: context.attempt, outcome: outcome.name)
+        return outcome.result
+    }
+
+    private func attempt(_ action: UploadAction, context: TaskContext) async -> (name: String, result: TaskResult) {
         progress.started(queue: action.queueName)
+        trace?.started(queue: action.queueName, key: action.key, attempt: context.attempt)
         let work = settings.work(for: action.bytes)
         if work > .zero {
             try? await Task.sleep(for: work)
@@ -44,7 +53,7 @@ final class UploadHandler: AsyncTaskQueueHandler {
         let failed = context.previousFailures
         guard action.failsPermanently || failed < action.transientFailures else {
             progress.record(.uploaded(afterRetry: failed > 0))
-            return .success
+            return ("uploaded", .success)
         }
         let error = action.failsPermanently ? "HTTP 413: the server rejected the file" : "HTTP 503: the server is busy"
         if attempt >= settings.maxAttempts {
@@ -52,18 +61,15 @@ final class UploadHandler: AsyncTaskQueueHandler {
                 // Move the action: delete the live one (the broker then ignores this handler's
                 // outcome) and store the dead letter, committed together.
                 let dead = action.deadLettered(attempts: attempt, error: error)
-                try await database.write { tx in
-                    try tx.save(dead)
-                    try tx.delete(key: action.key, collection: action.collection)
-                }
+                try await backend.replace([ActionKey(key: action.key, collection: action.collection)], with: [dead])
                 progress.record(.deadLettered)
-                return .success
+                return ("dead", .success)
             } catch {
                 // Could not move it (the file is busy or full): keep it and try again later.
             }
         }
         progress.record(.retrying(queue: action.queueName))
-        return .retry(after: settings.backoff.delay(afterFailures: attempt))
+        return ("retry", .retry(after: settings.backoff.delay(afterFailures: attempt)))
     }
 }
 
@@ -75,7 +81,7 @@ enum AttemptOutcome: Sendable {
 }
 
 /// Counts the outcomes of one run and wakes the runner when every action it started with is
-/// handled.
+/// handled (or at each outcome, once it waits for the last ones).
 final class RunProgress: Sendable {
     struct Counts: Sendable {
         var target = 0
@@ -90,7 +96,8 @@ final class RunProgress: Sendable {
 
     private struct State {
         var counts = Counts()
-        var waiter: CheckedContinuation<Void, Never>?
+        /// The runner waiting in `wait(untilDone:)`, and whether only the whole target wakes it.
+        var waiter: (continuation: CheckedContinuation<Void, Never>, untilDone: Bool)?
         var cancelled = false
     }
 
@@ -120,9 +127,9 @@ final class RunProgress: Sendable {
             case .deadLettered:
                 state.counts.deadLettered += 1
             }
-            guard state.counts.remaining == 0 else { return nil }
-            defer { state.waiter = nil }
-            return state.waiter
+            guard let waiter = state.waiter, !waiter.untilDone || state.counts.remaining == 0 else { return nil }
+            state.waiter = nil
+            return waiter.continuation
         }
         waiter?.resume()
     }
@@ -132,13 +139,14 @@ final class RunProgress: Sendable {
         state.withLock { $0.counts.target = $0.counts.handled + more }
     }
 
-    /// Returns when every action of the run is handled, or when the calling task is cancelled.
-    func waitUntilDone() async {
+    /// Returns when every action of the run is handled (`untilDone`) or at the next outcome
+    /// (otherwise); also on `wake()`, and when the calling task is cancelled.
+    func wait(untilDone: Bool) async {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let ready = state.withLock { state -> Bool in
-                    if state.counts.remaining == 0 || state.cancelled { return true }
-                    state.waiter = continuation
+                    if untilDone && state.counts.remaining == 0 || state.cancelled { return true }
+                    state.waiter = (continuation, untilDone)
                     return false
                 }
                 if ready { continuation.resume() }
@@ -147,9 +155,18 @@ final class RunProgress: Sendable {
             let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
                 state.cancelled = true
                 defer { state.waiter = nil }
-                return state.waiter
+                return state.waiter?.continuation
             }
             waiter?.resume()
         }
+    }
+
+    /// Wakes the runner's `wait(untilDone:)` early, so that it looks at the store again.
+    func wake() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            defer { state.waiter = nil }
+            return state.waiter?.continuation
+        }
+        waiter?.resume()
     }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 import TaskBroker
 
 /// SplitMix64: a tiny seeded generator, so a workload is the same on every machine.
@@ -53,7 +52,7 @@ struct Workload: Sendable, Equatable {
     }
 }
 
-/// The demo's own row in the broker's SQLite file: which workload it is and how much of it is
+/// The demo's own row in the broker's database: which workload it is and how much of it is
 /// enqueued. It is written in the same transaction as each batch of actions, so the two never
 /// disagree after a crash.
 struct DemoLedger: Sendable {
@@ -62,80 +61,29 @@ struct DemoLedger: Sendable {
     var purged: Int
     var runs: Int
 
-    private static let createTable = """
-        CREATE TABLE IF NOT EXISTS queuekit_demo (
-            id INTEGER PRIMARY KEY CHECK (id = 1),
-            seed TEXT NOT NULL,
-            total INTEGER NOT NULL,
-            users INTEGER NOT NULL,
-            transient_rate REAL NOT NULL,
-            permanent_rate REAL NOT NULL,
-            max_attempts INTEGER NOT NULL,
-            enqueued INTEGER NOT NULL,
-            purged INTEGER NOT NULL DEFAULT 0,
-            runs INTEGER NOT NULL DEFAULT 0
-        )
-        """
+    /// The ledger's counters.
+    enum Counter: String, Sendable {
+        case purged, runs
+    }
 
-    /// The stored ledger, if the file holds a demo.
+    /// The stored ledger, if the database holds a demo.
     static func load(from store: Store) async throws -> DemoLedger? {
-        try await store.run("read the demo's progress") {
-            try await store.database.write { tx -> DemoLedger? in
-                try tx.db.execute(sql: createTable)
-                guard let row = try Row.fetchOne(tx.db, sql: "SELECT * FROM queuekit_demo WHERE id = 1") else { return nil }
-                let seed: String = row["seed"]
-                return DemoLedger(
-                    workload: Workload(
-                        seed: UInt64(seed) ?? 0, total: row["total"], users: row["users"],
-                        transientRate: row["transient_rate"], permanentRate: row["permanent_rate"],
-                        maxAttempts: row["max_attempts"]
-                    ),
-                    enqueued: row["enqueued"], purged: row["purged"], runs: row["runs"]
-                )
-            }
-        }
+        try await store.run("read the demo's progress") { try await store.backend.loadLedger() }
     }
 
     /// Stores a new ledger (nothing enqueued yet).
     static func create(_ workload: Workload, in store: Store) async throws {
-        try await store.run("start the demo's ledger") {
-            try await store.database.write { tx in
-                try tx.db.execute(sql: createTable)
-                try tx.db.execute(
-                    sql: """
-                        INSERT OR REPLACE INTO queuekit_demo
-                            (id, seed, total, users, transient_rate, permanent_rate, max_attempts, enqueued)
-                        VALUES (1, ?, ?, ?, ?, ?, ?, 0)
-                        """,
-                    arguments: [
-                        String(workload.seed), workload.total, workload.users, workload.transientRate,
-                        workload.permanentRate, workload.maxAttempts,
-                    ]
-                )
-            }
-        }
+        try await store.run("start the demo's ledger") { try await store.backend.createLedger(for: workload) }
     }
 
     /// Enqueues actions `from..<to` and records the new `enqueued` count, in one transaction.
     static func enqueue(_ workload: Workload, from: Int, to: Int, in store: Store) async throws {
-        try await store.run("enqueue the demo's uploads") {
-            try await store.database.write { tx in
-                for index in from..<to {
-                    try tx.save(workload.action(at: index))
-                }
-                try tx.db.execute(sql: "UPDATE queuekit_demo SET enqueued = ? WHERE id = 1", arguments: [to])
-            }
-        }
+        try await store.run("enqueue the demo's uploads") { try await store.backend.enqueue(workload, from: from, to: to) }
     }
 
-    /// Adds to a counter of the ledger (`runs`, `purged`), if the file holds a demo.
-    static func add(_ amount: Int, to column: String, in store: Store) async throws {
-        try await store.run("update the demo's ledger") {
-            try await store.database.write { tx in
-                try tx.db.execute(sql: createTable)
-                try tx.db.execute(sql: "UPDATE queuekit_demo SET \(column) = \(column) + ? WHERE id = 1", arguments: [amount])
-            }
-        }
+    /// Adds to a counter of the ledger, if the database holds a demo.
+    static func add(_ amount: Int, to counter: Counter, in store: Store) async throws {
+        try await store.run("update the demo's ledger") { try await store.backend.add(amount, to: counter) }
     }
 }
 

@@ -1,14 +1,16 @@
 import Foundation
 import Testing
 
-/// The `queuekit` binary run as a subprocess, on real SQLite files.
+/// The `queuekit` binary run as a subprocess, on real SQLite files and on the real PostgreSQL
+/// server that `make test-all` starts.
 @Suite(.timeLimit(.minutes(1)))
 struct QueuekitToolTests {
     private static let fast = ["--backoff-ms", "1", "--max-backoff-ms", "2", "--work-ms", "0"]
 
-    @Test func enqueueWorkAndStatsRunUploadsToTheEndAndDeadLetterThePermanentFailure() async throws {
+    @Test(arguments: ToolBackend.allCases)
+    func enqueueWorkAndStatsRunUploadsToTheEndAndDeadLetterThePermanentFailure(backend: ToolBackend) async throws {
         let folder = try TemporaryDirectory()
-        let db = ["--database", "sqlite:\(folder.path("q.sqlite"))"]
+        let db = try backend.databaseArguments(in: folder)
         let tool = QueuekitBinary.self
 
         for (queue, extra) in [("alice", ["--count", "3"]), ("bob", ["--count", "2", "--fail-times", "1"]), ("carol", ["--permanent"])] {
@@ -44,6 +46,14 @@ struct QueuekitToolTests {
         #expect(again.stdout.contains("handled 1: 1 uploaded, 0 dead-lettered, 0 retries"))
         let final = try await tool.run(["stats"] + db, in: folder.url)
         #expect(final.stdout.contains("total: 0 queue(s), 0 pending, 0 paused, 0 dead-lettered"))
+
+        let enqueued = try await tool.run(["enqueue", "--queue", "dave", "--count", "4"] + db, in: folder.url)
+        #expect(enqueued.status == 0, "\(enqueued.stderr)")
+        let purge = try await tool.run(["purge", "dave"] + db, in: folder.url)
+        #expect(purge.status == 0, "\(purge.stderr)")
+        #expect(purge.stdout.contains("purged 4 upload(s) from 1 queue(s)"), "\(purge.stdout)")
+        let empty = try await tool.run(["list"] + db, in: folder.url)
+        #expect(empty.stdout == "no stored uploads\n")
     }
 
     @Test func aWorkerRunsWhatAnotherProcessEnqueuesAndDoesNotExitWhileItIsStored() async throws {
@@ -54,9 +64,10 @@ struct QueuekitToolTests {
         #expect(enqueued.status == 0, "\(enqueued.stderr)")
         let permanent = try await tool.run(["enqueue", "--queue", "carol", "--permanent"] + db, in: folder.url)
         #expect(permanent.status == 0, "\(permanent.stderr)")
-        // carol's upload fails, waits 3 s for its retry, then is dead-lettered: the worker is busy
-        // for at least 3 s, and the second enqueue lands meanwhile.
-        let worker = try RunningTool(["work", "--max-attempts", "2", "--backoff-ms", "3000", "--work-ms", "0"] + db, in: folder.url)
+        // carol's upload fails, waits 10 s for its retry, then is dead-lettered: the worker is busy
+        // for at least 10 s (a margin for a loaded machine), and the second enqueue and the second
+        // worker land meanwhile.
+        let worker = try RunningTool(["work", "--max-attempts", "2", "--backoff-ms", "10000", "--work-ms", "0"] + db, in: folder.url)
         await worker.output(containing: "done")
         let more = try await tool.run(["enqueue", "--queue", "bob", "--count", "30", "--key-prefix", "bob"] + db, in: folder.url)
         #expect(more.status == 0, "\(more.stderr)")
@@ -73,10 +84,11 @@ struct QueuekitToolTests {
         #expect(stats.stdout.contains("total: 0 queue(s), 0 pending"), "\(stats.stdout)")
     }
 
-    @Test func demoRunsToItsSummaryAndASecondRunEnqueuesNothingAgain() async throws {
+    @Test(arguments: ToolBackend.allCases)
+    func demoRunsToItsSummaryAndASecondRunEnqueuesNothingAgain(backend: ToolBackend) async throws {
         let folder = try TemporaryDirectory()
         let args = ["demo", "--actions", "300", "--users", "6", "--permanent-rate", "0.02", "--max-attempts", "3"]
-            + Self.fast + ["--database", "sqlite:\(folder.path("demo.sqlite"))"]
+            + Self.fast + (try backend.databaseArguments(in: folder))
         let first = try await QueuekitBinary.run(args, in: folder.url)
         #expect(first.status == 0, "\(first.stderr)")
         #expect(first.stdout.contains("enqueued 300 uploads over 6 user queues"))
@@ -94,13 +106,61 @@ struct QueuekitToolTests {
         #expect(second.stdout.contains("resuming: 300 of 300 uploads were enqueued by an earlier run"))
         #expect(Self.value(of: "uploaded", in: second.stdout) == uploaded)
         #expect(second.stdout.contains("this run          0 handled"))
+
+        // --fresh starts over: on PostgreSQL by deleting the stored uploads and the ledger.
+        let fresh = try await QueuekitBinary.run(args + ["--fresh"], in: folder.url)
+        #expect(fresh.status == 0, "\(fresh.stderr)")
+        #expect(fresh.stdout.contains("enqueued 300 uploads over 6 user queues"), "\(fresh.stdout)")
+        #expect(Self.value(of: "uploaded", in: fresh.stdout) == uploaded)
+        #expect(Self.value(of: "dead-lettered", in: fresh.stdout) == dead)
+    }
+
+    @Test func workersOnOnePostgreSQLShareTheQueuesAndEveryOneExitsWhenNothingIsLeft() async throws {
+        let folder = try TemporaryDirectory()
+        let db = try ToolBackend.postgres.databaseArguments(in: folder)
+        let enqueued = try await QueuekitBinary.run(["enqueue", "--queue", "alice", "--count", "40", "--key-prefix", "a"] + db, in: folder.url)
+        #expect(enqueued.status == 0, "\(enqueued.stderr)")
+        for user in ["bob", "carol", "dave"] {
+            let more = try await QueuekitBinary.run(["enqueue", "--queue", user, "--count", "40", "--key-prefix", user] + db, in: folder.url)
+            #expect(more.status == 0, "\(more.stderr)")
+        }
+        // Two workers at once: neither is refused, each handles part of the 160 uploads, and both
+        // exit once the store is empty, including the one whose own share ended first.
+        async let first = QueuekitBinary.run(["work", "--work-ms", "5", "--concurrency", "2"] + db, in: folder.url)
+        async let second = QueuekitBinary.run(["work", "--work-ms", "5", "--concurrency", "2"] + db, in: folder.url)
+        let runs = try await [first, second]
+        var handled = 0
+        for run in runs {
+            #expect(run.status == 0, "\(run.stderr)")
+            let line = try #require(run.stdout.split(separator: "\n").last { $0.hasPrefix("handled ") })
+            handled += try #require(Int(line.dropFirst("handled ".count).prefix { $0.isNumber }))
+        }
+        #expect(handled == 160)
+        let stats = try await QueuekitBinary.run(["stats"] + db, in: folder.url)
+        #expect(stats.stdout.contains("total: 0 queue(s), 0 pending"), "\(stats.stdout)")
+    }
+
+    @Test func demoClusterKillsAWorkerHalfwayAndTheOthersTakeItsQueuesOverInOrder() async throws {
+        let folder = try TemporaryDirectory()
+        let args = ["demo-cluster", "--actions", "1000", "--users", "15", "--max-attempts", "3"]
+            + Self.fast + ["--work-ms", "1", "--concurrency", "8"] + (try ToolBackend.postgres.databaseArguments(in: folder, lease: 1))
+        let run = try await QueuekitBinary.run(args, in: folder.url)
+        #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+        #expect(run.stdout.contains("started 3 workers"))
+        #expect(run.stdout.contains("killed worker 2"), "\(run.stdout)")
+        #expect(run.stdout.contains("0 overlapping runs in a queue, 0 out of order, 0 unexplained re-runs"), "\(run.stdout)")
+        #expect(run.stdout.contains("status            complete"), "\(run.stdout)")
+        let uploaded = try #require(Self.value(of: "uploaded", in: run.stdout))
+        let dead = try #require(Self.value(of: "dead-lettered", in: run.stdout))
+        #expect(uploaded + dead == 1000)
+        #expect(Self.value(of: "still", in: run.stdout.replacingOccurrences(of: "still queued", with: "still")) == 0)
     }
 
     @Test func demoStoppedWithCtrlCResumesWhereItLeftOffAndFinishesTheWorkload() async throws {
         let folder = try TemporaryDirectory()
-        // 30 uploads of 100 ms per queue: at least 3 s of work, so SIGINT always lands mid-run,
-        // however loaded the machine is.
-        let args = ["demo", "--actions", "600", "--users", "20", "--work-ms", "100", "--backoff-ms", "1", "--max-backoff-ms", "2",
+        // 30 uploads of 250 ms per queue: at least 7.5 s of work, so SIGINT lands mid-run even
+        // when the machine is loaded enough to delay this test's reading of the output.
+        let args = ["demo", "--actions", "600", "--users", "20", "--work-ms", "250", "--backoff-ms", "1", "--max-backoff-ms", "2",
                     "--database", "sqlite:\(folder.path("demo.sqlite"))"]
         let running = try RunningTool(args, in: folder.url)
         await running.output(containing: "demo   0%")
@@ -126,7 +186,10 @@ struct QueuekitToolTests {
         (["work", "--database", "sqlite:corrupt.sqlite"], 1, "queuekit: corrupt.sqlite is not a QueueKit database or is corrupt"),
         (["stats", "--bogus"], 64, "queuekit: Unknown option '--bogus'"),
         (["retry", "nobody", "--database", "sqlite:good.sqlite"], 1, "queuekit: no queue named 'nobody'"),
-        (["list", "--database", "postgres://db"], 64, "queuekit: --database expects sqlite:PATH"),
+        (["list", "--database", "mysql://db"], 64, "queuekit: --database expects sqlite:PATH or postgres://"),
+        (["list", "--database", "postgres://:5432/x"], 64, "queuekit: --database postgres://:5432/x: "),
+        (["stats", "--database", "postgres://app:secret@127.0.0.1:1/app"], 1, "queuekit: cannot open postgres://app:***@127.0.0.1:1/app: "),
+        (["demo-cluster", "--database", "sqlite:good.sqlite"], 64, "queuekit: demo-cluster needs a database that several processes share"),
         (["enqueue", "--queue", "a/b", "--database", "sqlite:good.sqlite"], 64, "queuekit: --queue takes a user name"),
     ])
     func badInputGetsOneLineOnStderrAndANonZeroStatus(arguments: [String], status: Int32, message: String) async throws {

@@ -1,0 +1,147 @@
+/// What the trace files of a cluster run say (see `TraceLog`): who ran what, when, and whether
+/// the cluster kept its promises after one worker was killed.
+struct ClusterTrace: Sendable {
+    /// One line of a trace file.
+    struct Line: Sendable {
+        var worker: Int
+        var isStart: Bool
+        var queue: String
+        var key: String
+        var attempt: Int
+        /// `uploaded`, `retry` or `dead` for an end; empty for a start.
+        var outcome: String
+        var time: UInt64
+    }
+
+    /// A queue the killed worker held, and how long it stood still.
+    struct Takeover: Sendable {
+        var queue: String
+        var seconds: Double
+    }
+
+    var lines: [Line]
+
+    /// Reads the trace file text of each worker, in worker order; malformed lines (a line cut
+    /// short by the kill) are skipped.
+    init(texts: [String]) {
+        lines = []
+        for (worker, text) in texts.enumerated() {
+            for line in text.split(separator: "\n") {
+                let fields = line.split(separator: " ").map(String.init)
+                if fields.count == 5, fields[0] == "start", let attempt = Int(fields[3]), let time = UInt64(fields[4]) {
+                    lines.append(Line(worker: worker, isStart: true, queue: fields[1], key: fields[2], attempt: attempt, outcome: "", time: time))
+                } else if fields.count == 6, fields[0] == "end", let attempt = Int(fields[3]), let time = UInt64(fields[5]) {
+                    lines.append(Line(worker: worker, isStart: false, queue: fields[1], key: fields[2], attempt: attempt, outcome: fields[4], time: time))
+                }
+            }
+        }
+        lines.sort { $0.time < $1.time }
+    }
+
+    /// Attempts ended with each outcome, counting an attempt that ran twice (a re-run) once.
+    func outcomes() -> (uploaded: Int, uploadedAfterRetry: Int, retries: Int, deadLettered: Int) {
+        var seen = Set<String>()
+        var counts = (uploaded: 0, uploadedAfterRetry: 0, retries: 0, deadLettered: 0)
+        for line in lines where !line.isStart && seen.insert("\(line.key) \(line.attempt)").inserted {
+            switch line.outcome {
+            case "uploaded":
+                counts.uploaded += 1
+                if line.attempt > 1 { counts.uploadedAfterRetry += 1 }
+            case "retry": counts.retries += 1
+            case "dead": counts.deadLettered += 1
+            default: break
+            }
+        }
+        return counts
+    }
+
+    /// Actions handled to the end (uploaded or dead-lettered) by each worker.
+    func handled(by worker: Int) -> Int {
+        lines.filter { $0.worker == worker && !$0.isStart && $0.outcome != "retry" }.count
+    }
+
+    /// Attempts that started more than once, and how many of those were not first run by the
+    /// killed worker before it died (the only re-runs that at-least-once allows).
+    func reRuns(killed: Int, at killTime: UInt64) -> (total: Int, unexplained: Int) {
+        var starts: [String: [Line]] = [:]
+        for line in lines where line.isStart {
+            starts["\(line.key) \(line.attempt)", default: []].append(line)
+        }
+        var total = 0
+        var unexplained = 0
+        for runs in starts.values where runs.count > 1 {
+            total += runs.count - 1
+            // Every run but the last must have been cut short by the kill.
+            unexplained += runs.dropLast().filter { $0.worker != killed || $0.time > killTime }.count
+        }
+        return (total, unexplained)
+    }
+
+    /// The queues whose last event before the kill was the killed worker's, with the time until
+    /// another worker started an action of each.
+    func takeovers(killed: Int, at killTime: UInt64) -> [Takeover] {
+        var last: [String: Line] = [:]
+        var resumed: [String: UInt64] = [:]
+        for line in lines {
+            if line.time <= killTime {
+                last[line.queue] = line
+            } else if line.isStart, line.worker != killed, resumed[line.queue] == nil {
+                resumed[line.queue] = line.time
+            }
+        }
+        return last.values
+            .filter { $0.worker == killed }
+            .compactMap { line in
+                resumed[line.queue].map { Takeover(queue: line.queue, seconds: Double($0 - killTime) / 1e9) }
+            }
+            .sorted { $0.seconds < $1.seconds }
+    }
+
+    /// Moments when an action of a queue started while another of the same queue was running
+    /// anywhere. A run the kill cut short counts as running until the kill.
+    func overlaps(killed: Int, at killTime: UInt64) -> Int {
+        var running: [String: Line] = [:]
+        var count = 0
+        for line in lines {
+            if line.isStart {
+                if let other = running[line.queue], !(other.worker == killed && line.time > killTime) {
+                    count += 1
+                }
+                running[line.queue] = line
+            } else if let current = running[line.queue], current.key == line.key, current.worker == line.worker {
+                running[line.queue] = nil
+            }
+        }
+        return count
+    }
+
+    /// Starts of an action before every action enqueued ahead of it in its queue was done
+    /// (uploaded or dead-lettered). Keys of one queue sort in the order they were enqueued (the
+    /// demo's keys do).
+    func outOfOrder() -> Int {
+        var keys: [String: [String]] = [:]
+        for line in lines {
+            keys[line.queue, default: []].append(line.key)
+        }
+        var position: [String: [String: Int]] = [:]
+        for (queue, queueKeys) in keys {
+            let sorted = Array(Set(queueKeys)).sorted()
+            position[queue] = Dictionary(uniqueKeysWithValues: sorted.enumerated().map { ($1, $0) })
+        }
+        var done: [String: Set<Int>] = [:]
+        var firstUndone: [String: Int] = [:]
+        var count = 0
+        for line in lines {
+            guard let index = position[line.queue]?[line.key] else { continue }
+            if line.isStart {
+                if index > firstUndone[line.queue, default: 0] { count += 1 }
+            } else if line.outcome != "retry" {
+                done[line.queue, default: []].insert(index)
+                var next = firstUndone[line.queue, default: 0]
+                while done[line.queue, default: []].contains(next) { next += 1 }
+                firstUndone[line.queue] = next
+            }
+        }
+        return count
+    }
+}
