@@ -67,9 +67,7 @@ struct PostgresBackend: StoreBackend {
     func enqueue(_ workload: Workload, from: Int, to: Int) async throws {
         let table = table
         try await write { tx in
-            for index in from..<to {
-                try await tx.save(workload.action(at: index))
-            }
+            try await tx.save((from..<to).map(workload.action(at:)))
             try await tx.execute("UPDATE \(unescaped: table) SET enqueued = \(to) WHERE id = 1")
         }
     }
@@ -94,9 +92,7 @@ struct PostgresBackend: StoreBackend {
 
     func replace(_ old: [ActionKey], with new: [UploadAction]) async throws {
         try await write { tx in
-            for action in new {
-                try await tx.save(action)
-            }
+            try await tx.save(new)
             for action in old {
                 try await tx.delete(key: action.key, collection: action.collection)
             }

@@ -43,6 +43,15 @@ public final class PostgresTaskTransaction {
         _ = try await storage.save([try NewTask(encoding: action, with: encoder)], on: connection)
     }
 
+    /// Enqueues (or replaces) actions as part of this transaction, in one statement (much faster
+    /// than saving them one by one). Saving one key twice keeps the last.
+    ///
+    /// - Parameter actions: The actions to enqueue, in order.
+    /// - Throws: `TaskBrokerError` with code `.encodingFailed`, or PostgreSQL's error.
+    public func save<Action: TaskQueueAction>(_ actions: [Action]) async throws {
+        _ = try await storage.save(try actions.map { try NewTask(encoding: $0, with: encoder) }, on: connection)
+    }
+
     /// Deletes (cancels) an action as part of this transaction.
     ///
     /// - Parameters:

@@ -44,6 +44,22 @@ struct PostgresTests {
         #expect(handler.handled.values == ["m2"])
     }
 
+    @Test func manyActionsSavedInOneCallOfTheCallersTransactionRunInOrderAndAKeySavedTwiceIsReplacedInPlace() async throws {
+        let store = try TestStore(.postgres)
+        let database = try await store.open()
+        try await database.write { tx in
+            try await tx.save((1...5).map { TestAction(key: "a\($0)", queueName: "h-q") } + [TestAction(key: "a2", queueName: "h-q")])
+        }
+        let stored = try await database.storage.tasks(inQueue: "h-q")
+        // a2 saved again is replaced where it stands, as two saves in a row would do.
+        #expect(stored.map(\.key) == ["a1", "a2", "a3", "a4", "a5"])
+        #expect(stored[1].revision > stored[4].revision, "the second save of a2 came last")
+        let handler = RecordingHandler<TestAction>()
+        let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: handler)
+        #expect(await handler.handled.values(count: 5) == ["a1", "a2", "a3", "a4", "a5"])
+        await broker.shutdown()
+    }
+
     @Test func twoWorkersOfOnePoolShareTheQueuesAndRunEachQueueOneAtATimeInOrder() async throws {
         let store = try TestStore(.postgres)
         let probe = ConcurrencyProbe()

@@ -106,6 +106,21 @@ struct PostgresBenchmarks {
         let started = ContinuousClock.now
         print("PostgreSQL (\(bench.base.host):\(bench.base.port)/\(bench.base.database ?? ""), schemas \(bench.prefix)_*; fsync and synchronous_commit on)")
         do {
+            // `TB_PG_ONLY=burn` runs the one-process burn-down alone, `TB_PG_ONLY=latency` the
+            // idle-to-start run alone (for profiling).
+            switch ProcessInfo.processInfo.environment["TB_PG_ONLY"] {
+            case "burn":
+                try await bench.burnDowns(processCounts: [1])
+                await bench.dropSchemas()
+                bench.printTable()
+                return
+            case "latency":
+                try await bench.latency()
+                await bench.dropSchemas()
+                bench.printTable()
+                return
+            default: break
+            }
             try await bench.burnDowns()
             try await bench.enqueue()
             try await bench.latency()
@@ -143,9 +158,9 @@ struct PostgresBenchmarks {
 
     // MARK: - 1. Burn-down
 
-    mutating func burnDowns() async throws {
+    mutating func burnDowns(processCounts: [Int] = [1, 2, 4]) async throws {
         var rawSingle = Double.nan
-        for processes in [1, 2, 4] {
+        for processes in processCounts {
             let raw = try await rawBurnDown(connections: processes)
             if processes == 1 { rawSingle = raw }
             let (ours, stats) = try await burnDown(processes: processes)

@@ -120,6 +120,9 @@ final class HoldingHandler: AsyncTaskQueueHandler {
     }
 }
 
+/// The burn-down workers' `maxConcurrentQueues` (`TB_PG_CONCURRENCY` overrides it, for profiling).
+let burnConcurrency = Int(ProcessInfo.processInfo.environment["TB_PG_CONCURRENCY"] ?? "") ?? 128
+
 /// Runs on the main actor: its blocking `readLine()` then holds the main thread, not one of the
 /// cooperative pool's threads that the broker runs on.
 @MainActor
@@ -143,7 +146,7 @@ func runPostgresWorker(_ arguments: [String]) async throws {
     case "burn":
         broker = try await TaskQueueBroker.setup(
             database: database, name: "bench", handler: counter,
-            configuration: .init(maxConcurrentQueues: 128, startsAutomatically: false)
+            configuration: .init(maxConcurrentQueues: burnConcurrency, startsAutomatically: false)
         )
         emit("ready \(pid)")
         guard readLine() == "go" else { break }
