@@ -73,7 +73,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
     }
 
     deinit {
-        let observers = core.withLock { $0.observers.map(\.observer) }
+        let observers = core.withLock { $0.observers }.snapshot
         for observer in observers {
             observer.queueDidEnd?()
         }
@@ -262,7 +262,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
             if let index = core.inFlight.firstIndex(where: { $0.awaitingStrategy && !$0.requeued && $0.job.id == job.id }) {
                 core.inFlight[index].requeued = true
                 core.jobs.prepend(job)
-                core.record(.added, [job])
+                core.record(.added, job)
                 return .none
             }
             return .some(core.persister)
@@ -277,7 +277,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
         }
         let wake = core.withLock { core -> Bool in
             core.jobs.prepend(job)
-            core.record(.added, [job])
+            core.record(.added, job)
             return core.claimPump()
         }
         if wake { schedulePump() }
@@ -299,7 +299,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
         let (job, persister, wake) = core.withLock { core -> (Job?, AnyJobPersister<Job>?, Bool) in
             guard let job = core.jobs.popFirst() else { return (nil, nil, false) }
             core.failureCounts[job.id] = nil
-            core.record(.removed, [job])
+            core.record(.removed, job)
             return (job, core.persister, core.claimPump())
         }
         if let job { delete([job], from: persister, "delete removed job \(job.id)") }
@@ -319,7 +319,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
             guard let index = core.jobs.firstIndex(where: { $0.id == id }) else { return (nil, nil, false) }
             let job = core.jobs.remove(at: index)
             core.failureCounts[job.id] = nil
-            core.record(.cancelled, [job])
+            core.record(.cancelled, job)
             return (job, core.persister, core.claimPump())
         }
         if let job { delete([job], from: persister, "delete cancelled job \(job.id)") }
@@ -429,13 +429,12 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
     }
 
     @usableFromInline func observe(_ observer: JobQueueObserver<Job>) -> JobQueueNotificationToken<Job> {
-        let id = core.withLock { core -> UInt64 in
-            core.nextObserverID += 1
-            core.observers.append((core.nextObserverID, observer))
-            return core.nextObserverID
-        }
-        return JobQueueNotificationToken(observer: observer) { [weak self] in
-            self?.core.withLock { core in core.observers.removeAll { $0.id == id } }
+        // The token holds the list of observers, not the queue: a weak reference to the queue
+        // would move every retain and release of it, one per job, to the slow path.
+        let observers = core.withLock { $0.observers }
+        let id = observers.add(observer)
+        return JobQueueNotificationToken(observer: observer) {
+            observers.remove(id: id)
         }
     }
 }
