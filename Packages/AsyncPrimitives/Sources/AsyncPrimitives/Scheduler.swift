@@ -1,5 +1,7 @@
 public import Dispatch
 
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -101,6 +103,10 @@ struct Callbacks<Value: Sendable>: Sendable {
 
 /// Runs callbacks on their queues without one dispatch per link where it can.
 ///
+/// Handlers bound for one queue that become ready while a block of ours for that queue is
+/// already dispatched (many futures filled from another thread, say) join that block's batch
+/// instead of dispatching one block each; the batch runs them in the order they became ready.
+///
 /// Each block this type dispatches drains a small job list and publishes it in a thread-local
 /// slot for as long as it runs. A future filled by a handler that is running on queue `Q`
 /// (a `pipe` link, or user code inside a handler) puts its own handlers for `Q` on that list
@@ -197,36 +203,41 @@ final class DrainContext {
         return Unmanaged<DrainContext>.fromOpaque(pointer).takeUnretainedValue()
     }
 
-    /// Dispatches one block that runs `job`, then every job appended while it drains.
+    /// Schedules `job` on `queue` from outside a block of ours on that queue: it joins the
+    /// queue's pending batch, and only the first job of a batch dispatches a block.
     @usableFromInline
     static func dispatch(_ job: @escaping Job, on queue: DispatchQueue) {
-        queue.async { run(on: queue, first: job) }
+        if PendingBatches.shared.add(job, for: queue) {
+            queue.async { drainBatches(of: queue) }
+        }
     }
 
-    /// Dispatches one block that runs `jobs` in order on `queue`.
+    /// Schedules `jobs`, in order, on `queue`, joining its pending batch like one job does.
     @usableFromInline
     static func dispatch(_ jobs: [Job], on queue: DispatchQueue) {
-        queue.async { run(on: queue, jobs: jobs) }
+        if PendingBatches.shared.add(contentsOf: jobs, for: queue) {
+            queue.async { drainBatches(of: queue) }
+        }
     }
 
-    /// Runs `first` and then every job appended while draining, on the current thread, which
-    /// is serving `queue`.
-    static func run(on queue: DispatchQueue, first: Job) {
+    /// The block a batch dispatches: runs the jobs pending for `queue` in order, each
+    /// followed by the jobs it scheduled on `queue` itself; then, if more became pending
+    /// meanwhile, dispatches one more block for them (so other work on `queue` is not starved).
+    static func drainBatches(of queue: DispatchQueue) {
+        let jobs = PendingBatches.shared.take(for: queue)
         let context = DrainContext(queue: queue)
         let previous = pthread_getspecific(slot)
         pthread_setspecific(slot, Unmanaged.passUnretained(context).toOpaque())
-        first()
-        while let job = context.next() {
+        for job in jobs {
             job()
+            while let nested = context.next() {
+                nested()
+            }
         }
         pthread_setspecific(slot, previous)
         withExtendedLifetime(context) {}
-    }
-
-    /// Runs `jobs` in order, then every job appended while draining.
-    static func run(on queue: DispatchQueue, jobs: [Job]) {
-        run(on: queue) {
-            for job in jobs { job() }
+        if PendingBatches.shared.finish(for: queue) {
+            queue.async { drainBatches(of: queue) }
         }
     }
 
@@ -235,6 +246,74 @@ final class DrainContext {
         pthread_key_create(&key, nil)
         return key
     }()
+}
+
+/// The jobs waiting for a block of ours on each queue.
+///
+/// A queue has an entry from the moment a job is scheduled on it from outside until a block
+/// has run every job and found none new; while it has one, one block for it is dispatched or
+/// running (that block retains the queue, so its identifier cannot be reused meanwhile).
+final class PendingBatches: Sendable {
+    static let shared = PendingBatches()
+
+    /// One entry per queue with a block dispatched or running: a handful at most, so a linear
+    /// search beats hashing.
+    private let batches = Mutex<[(queue: ObjectIdentifier, jobs: [Job])]>([])
+
+    /// Appends `job` to `queue`'s batch; `true` when the caller must dispatch the block.
+    func add(_ job: @escaping Job, for queue: DispatchQueue) -> Bool {
+        let key = ObjectIdentifier(queue)
+        return batches.withLock { batches -> Bool in
+            for index in batches.indices where batches[index].queue == key {
+                batches[index].jobs.append(job)
+                return false
+            }
+            batches.append((key, [job]))
+            return true
+        }
+    }
+
+    /// Appends `jobs` to `queue`'s batch; `true` when the caller must dispatch the block.
+    func add(contentsOf jobs: [Job], for queue: DispatchQueue) -> Bool {
+        let key = ObjectIdentifier(queue)
+        return batches.withLock { batches -> Bool in
+            for index in batches.indices where batches[index].queue == key {
+                batches[index].jobs.append(contentsOf: jobs)
+                return false
+            }
+            batches.append((key, jobs))
+            return true
+        }
+    }
+
+    /// Takes the jobs pending for `queue`, leaving its entry (a block is running).
+    func take(for queue: DispatchQueue) -> [Job] {
+        let key = ObjectIdentifier(queue)
+        return batches.withLock { batches -> [Job] in
+            for index in batches.indices where batches[index].queue == key {
+                var jobs: [Job] = []
+                swap(&jobs, &batches[index].jobs)
+                return jobs
+            }
+            return []
+        }
+    }
+
+    /// Ends a block: removes `queue`'s entry when nothing new is pending; `true` when
+    /// something is and the caller must dispatch one more block.
+    func finish(for queue: DispatchQueue) -> Bool {
+        let key = ObjectIdentifier(queue)
+        return batches.withLock { batches -> Bool in
+            for index in batches.indices where batches[index].queue == key {
+                if batches[index].jobs.isEmpty {
+                    batches.remove(at: index)
+                    return false
+                }
+                return true
+            }
+            return false
+        }
+    }
 }
 
 /// Not `Sendable`: a drain context belongs to the one thread that runs its block.
