@@ -7,6 +7,9 @@ let package = Package(
     products: [
         .library(name: "TaskBroker", targets: ["TaskBroker"]),
         .library(name: "TaskBrokerTesting", targets: ["TaskBrokerTesting"]),
+        // The PostgreSQL backend: its own product, so that a user of the SQLite broker never
+        // compiles postgres-nio.
+        .library(name: "TaskBrokerPostgres", targets: ["TaskBrokerPostgres"]),
     ],
     dependencies: [
         // `make docs` (swift-docc-plugin): a command plugin, linked into no target.
@@ -18,6 +21,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
+        // NIOCore (ByteBuffer binds) and NIOSSL (TLS settings): postgres-nio builds both anyway.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.25.0"),
     ],
     targets: [
         .target(
@@ -37,6 +44,16 @@ let package = Package(
             ]
         ),
         .target(
+            name: "TaskBrokerPostgres",
+            dependencies: [
+                "TaskBroker",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
             name: "TaskBrokerTesting",
             dependencies: ["TaskBroker"]
         ),
@@ -45,15 +62,18 @@ let package = Package(
         // SQLite's write lock.
         .executableTarget(
             name: "TaskBrokerCrashHelper",
-            dependencies: ["TaskBroker", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["TaskBroker", "TaskBrokerPostgres", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
             name: "TaskBrokerTests",
             dependencies: [
                 "TaskBroker",
+                "TaskBrokerPostgres",
                 "TaskBrokerTesting",
                 "TaskBrokerCrashHelper",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "QueueRetry", package: "QueueRetry"),
                 .product(name: "AsyncPrimitivesTesting", package: "AsyncPrimitives"),
             ]

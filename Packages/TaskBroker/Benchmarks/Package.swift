@@ -7,13 +7,19 @@ let package = Package(
     dependencies: [
         .package(path: "../"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+        // The raw peer of the PostgreSQL section: a DELETE … FOR UPDATE SKIP LOCKED loop.
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
     ],
     targets: [
         .executableTarget(
             name: "TaskBrokerBenchmarks",
             dependencies: [
                 .product(name: "TaskBroker", package: "TaskBroker"),
+                .product(name: "TaskBrokerPostgres", package: "TaskBroker"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
     ],

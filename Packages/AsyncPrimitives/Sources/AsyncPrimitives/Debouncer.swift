@@ -29,7 +29,7 @@ public final class Debouncer: Sendable {
     ///
     /// - Parameters:
     ///   - milliseconds: How long calls must be quiet before the last one runs. Any value is
-    ///     accepted: a negative one counts as zero, one above ``Duration/clampingLimit`` as the limit.
+    ///     accepted: a negative one counts as zero, one above `Duration.clampingLimit` as the limit.
     ///   - queue: Where the block runs. Defaults to ``CallbackQueue/default``.
     ///   - clock: The clock that measures the interval. Tests pass a manual clock.
     public convenience init(
@@ -44,8 +44,8 @@ public final class Debouncer: Sendable {
     ///
     /// - Parameters:
     ///   - delay: How long calls must be quiet before the last one runs, in seconds. Any value
-    ///     is accepted and clamped with ``Duration/clamping(seconds:)``: NaN or negative counts
-    ///     as zero, infinity or more than ``Duration/clampingLimit`` as the limit.
+    ///     is accepted and clamped with `Duration.clamping(seconds:)`: NaN or negative counts
+    ///     as zero, infinity or more than `Duration.clampingLimit` as the limit.
     ///   - queue: Where the block runs. Defaults to ``CallbackQueue/default``.
     ///   - clock: The clock that measures the interval. Tests pass a manual clock.
     public convenience init(
@@ -60,7 +60,7 @@ public final class Debouncer: Sendable {
     ///
     /// - Parameters:
     ///   - interval: How long calls must be quiet before the last one runs. A negative
-    ///     interval counts as zero, one above ``Duration/clampingLimit`` as the limit.
+    ///     interval counts as zero, one above `Duration.clampingLimit` as the limit.
     ///   - queue: Where the block runs. Defaults to ``CallbackQueue/default``.
     ///   - clock: The clock that measures the interval. Tests pass a manual clock.
     public init(

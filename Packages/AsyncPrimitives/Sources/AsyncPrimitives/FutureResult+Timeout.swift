@@ -10,8 +10,8 @@ extension FutureResult {
     ///
     /// - Parameters:
     ///   - interval: How long to wait, in seconds. Any value is accepted and clamped with
-    ///     ``Duration/clamping(seconds:)``: NaN or negative times out at once, infinity or more
-    ///     than ``Duration/clampingLimit`` waits that long (in practice, never times out).
+    ///     `Duration.clamping(seconds:)`: NaN or negative times out at once, infinity or more
+    ///     than `Duration.clampingLimit` waits that long (in practice, never times out).
     ///   - clock: The clock that measures the interval. Tests pass a manual clock.
     /// - Returns: A future with this future's result or the timeout error.
     public func timeoutAfter(

@@ -14,9 +14,9 @@ import Synchronization
 /// Files go to `<root>/<sanitized queue name>/`, where the root is, by default,
 /// `$XDG_DATA_HOME/QueueKit/Queues` (or `~/.local/share/QueueKit/Queues`) on Linux and
 /// `~/Library/Application Support/QueueKit/Queues` on Apple platforms. A safe name such as
-/// "Uploads" is its own folder; "Observation Upload Queue" becomes
-/// `Observation-Upload-Queue-<hash>` (see ``folderName(forQueueName:)``); no queue name can
-/// reach outside the root, and no two names share a folder.
+/// "Uploads" is its own folder; "Observation Upload Queue" becomes `Observation-Upload-Queue`
+/// (see ``folderName(forQueueName:)``); no queue name can reach outside the root, and no two
+/// names share a folder (the second of two names that sanitize alike gets a hashed one).
 ///
 /// Every write is atomic and durable: a temporary file is written and flushed (`fsync`),
 /// renamed over its final name, and the folder is flushed, before `persist` returns. A job
@@ -79,7 +79,7 @@ public final class FileBasedPersister<JobType: QueueJob>: JobPersister, Sendable
         self.logger = logger
         self.store = root.map { root in
             FileJobStore.shared(
-                directory: root.appendingPathComponent(QueueFolder.sanitize(queueName), isDirectory: true)
+                directory: QueueFolder.resolve(queueName, in: root)
             )
         }
         // Create the folder now so that it exists; a failure is reported by the first call.
@@ -96,10 +96,11 @@ public final class FileBasedPersister<JobType: QueueJob>: JobPersister, Sendable
     }
 
     /// The folder name a queue name becomes. A name made only of letters, digits, `-`, `_`
-    /// and `.` (no leading dot) is kept as it is; any other name has its other characters
-    /// (spaces included) replaced by `-` and a hash of the whole name appended:
-    /// "Observation Upload Queue" -> "Observation-Upload-Queue-<16 hex digits>". So different
-    /// names never share a folder, and "Upload Queue" never reads "Upload-Queue"'s jobs.
+    /// and `.` (no leading dot) is kept as it is; a space becomes `-`, as in the seed
+    /// ("Observation Upload Queue" -> "Observation-Upload-Queue"); any other character becomes
+    /// `-` and a hash of the whole name is appended. Two names that still end up alike never share
+    /// a folder: the first queue to open one owns it (its name is recorded in the folder), and
+    /// the other gets this name plus a hash of its own. ``directory`` is the folder in use.
     /// - Parameter queueName: A queue name.
     /// - Returns: One safe path component.
     public static func folderName(forQueueName queueName: String) -> String {

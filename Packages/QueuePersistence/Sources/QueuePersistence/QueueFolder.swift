@@ -36,22 +36,25 @@ enum QueueFolder {
         #endif
     }
 
-    /// Turns a queue name into one path component that stays inside its parent folder.
+    /// Turns a queue name into one path component that stays inside its parent folder: the
+    /// queue's primary folder name.
     ///
     /// A name that is already safe (letters, digits, `-`, `_` and `.` only, no leading dot,
-    /// at most 120 bytes) is its own folder name, as it always was. Any other name is changed:
-    /// each space or other character (`/`, `\`, control characters, ...) becomes `-`, leading
-    /// dots are dropped (no `.` or `..`), and then, so that two names that differ only in a
-    /// changed character never share a folder, a hash of the original name is appended:
-    /// "Upload Queue" -> "Upload-Queue-<16 hex digits>", never "Upload-Queue" (the folder of
-    /// the queue named "Upload-Queue"). An empty result becomes `Queue`.
+    /// at most 120 bytes) is its own folder name, as it always was. A space becomes `-`, as the
+    /// seed documents ("Observation Upload Queue" -> "Observation-Upload-Queue"). Any other change
+    /// (`/`, `\`, control characters, leading dots, a name too long or empty) also becomes `-`
+    /// and appends a hash of the original name, so that such names never collide with a safe one.
+    /// Two names that still end up alike (`"Upload Queue"` and `"Upload-Queue"`) are kept apart
+    /// by ``resolve(_:in:)``.
     static func sanitize(_ name: String) -> String {
         var result = ""
         var changed = false
         for scalar in name.unicodeScalars {
             let isControl = scalar.properties.generalCategory == .control
                 || scalar.properties.generalCategory == .format
-            if !isControl,
+            if scalar == " " {
+                result.append("-")
+            } else if !isControl,
                 scalar == "-" || scalar == "_" || scalar == "." || scalar.properties.isAlphabetic
                     || scalar.properties.numericType != nil
             {
@@ -77,6 +80,41 @@ enum QueueFolder {
             result += "-" + hexHash(name)
         }
         return result
+    }
+
+    /// The file in a queue folder that names the queue owning it.
+    static let ownerFile = ".queue-name"
+
+    /// The folder of queue `name` under `root`: its primary folder (``sanitize(_:)``) unless a
+    /// queue with another name owns that one, then the primary name plus a hash of `name`.
+    ///
+    /// Each folder records its owner's exact name in ``ownerFile``; a folder without one was
+    /// written by an earlier version and is adopted by the first queue that opens it (an
+    /// already-safe name keeps its folder). So `"Upload Queue"` and `"Upload-Queue"` never share
+    /// a folder: the first to open gets `Upload-Queue`, the other `Upload-Queue-<hash>`, and each
+    /// keeps its own from then on.
+    static func resolve(_ name: String, in root: URL) -> URL {
+        let primary = root.appendingPathComponent(sanitize(name), isDirectory: true)
+        if claim(primary, for: name) { return primary }
+        let secondary = root.appendingPathComponent(sanitize(name) + "-" + hexHash(name), isDirectory: true)
+        _ = claim(secondary, for: name)
+        return secondary
+    }
+
+    /// Whether `folder` belongs to `name`, claiming it when it is new or unowned. A folder that
+    /// cannot be created or read counts as `name`'s: the store reports the real error.
+    private static func claim(_ folder: URL, for name: String) -> Bool {
+        let owner = folder.appendingPathComponent(ownerFile)
+        if let data = FileManager.default.contents(atPath: owner.path) {
+            return String(decoding: data, as: UTF8.self) == name
+        }
+        do {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            try Data(name.utf8).write(to: owner, options: .atomic)
+        } catch {
+            return true
+        }
+        return true
     }
 
     /// A stable 64-bit FNV-1a hash in hex; not for security, only to keep names apart.

@@ -5,12 +5,13 @@ import QueueCoreTesting
 
 @Suite(.timeLimit(.minutes(1)))
 struct FileBasedPersisterTests {
-    @Test func aSafeNameIsItsOwnFolderAndANameWithSpacesGetsAHashedOne() {
+    @Test func aSafeNameIsItsOwnFolderAndSpacesBecomeDashesAsTheSeedSays() throws {
         #expect(FileBasedPersister<CuteJob>.folderName(forQueueName: "Observation-Upload-Queue") == "Observation-Upload-Queue")
         #expect(FileBasedPersister<CuteJob>.folderName(forQueueName: "uploads_v2.1") == "uploads_v2.1")
-        let spaced = FileBasedPersister<CuteJob>.folderName(forQueueName: "Observation Upload Queue")
-        #expect(spaced.hasPrefix("Observation-Upload-Queue-"))
-        #expect(spaced.count == "Observation-Upload-Queue-".count + 16)
+        #expect(FileBasedPersister<CuteJob>.folderName(forQueueName: "Observation Upload Queue") == "Observation-Upload-Queue")
+        let directory = try TemporaryDirectory()
+        let persister = FileBasedPersister(handling: CuteJob.self, queueName: "Observation Upload Queue", directory: directory.url)
+        #expect(persister.directory?.lastPathComponent == "Observation-Upload-Queue")
     }
 
     @Test func defaultLocationFollowsXDGDataHomeThenHome() throws {
@@ -55,16 +56,29 @@ struct FileBasedPersisterTests {
         #expect(filesBelow(directory.url).count == 1)
     }
 
-    @Test func namesThatSanitizeAlikeDoNotShareAFolder() {
+    @Test(arguments: [false, true])
+    func namesThatSanitizeAlikeDoNotShareAFolder(reversed: Bool) throws {
+        let directory = try TemporaryDirectory()
         let names = ["a/b", "a\\b", "a:b", "a b", "a-b", "a..b", "a\tb", "a  b", "a--b"]
-        let folders = Set(names.map(FileBasedPersister<CuteJob>.folderName(forQueueName:)))
-        #expect(folders.count == names.count)
+        let persisters = (reversed ? names.reversed() : names).map {
+            FileBasedPersister(handling: CuteJob.self, queueName: $0, directory: directory.url)
+        }
+        #expect(Set(persisters.compactMap(\.directory)).count == names.count)
+        // And each keeps its folder when opened again.
+        let again = (reversed ? names.reversed() : names).map {
+            FileBasedPersister(handling: CuteJob.self, queueName: $0, directory: directory.url).directory
+        }
+        #expect(again == persisters.map(\.directory))
     }
 
-    @Test func queuesWhoseNamesDifferOnlyInASpaceOrADashNeverSeeOrClearEachOthersJobs() throws {
+    @Test(arguments: [false, true])
+    func queuesWhoseNamesDifferOnlyInASpaceOrADashNeverSeeOrClearEachOthersJobs(dashedFirst: Bool) throws {
         let directory = try TemporaryDirectory()
-        let spaced = FileBasedPersister(handling: CuteJob.self, queueName: "Upload Queue", directory: directory.url)
-        let dashed = FileBasedPersister(handling: CuteJob.self, queueName: "Upload-Queue", directory: directory.url)
+        let first = FileBasedPersister(handling: CuteJob.self, queueName: dashedFirst ? "Upload-Queue" : "Upload Queue", directory: directory.url)
+        let second = FileBasedPersister(handling: CuteJob.self, queueName: dashedFirst ? "Upload Queue" : "Upload-Queue", directory: directory.url)
+        let spaced = dashedFirst ? second : first
+        let dashed = dashedFirst ? first : second
+        #expect(first.directory?.lastPathComponent == "Upload-Queue", "the first to open owns the folder")
         #expect(spaced.directory != dashed.directory)
         let mine = CuteJob(id: "spaced-job")
         let theirs = CuteJob(id: "dashed-job")

@@ -31,15 +31,15 @@ public final class BackoffRetryStrategy: JobRetryStrategy {
 
     /// Creates the strategy.
     ///
+    /// Any number of seconds is accepted: both are clamped with `Duration.clamping(seconds:)`,
+    /// QueueKit's one policy (NaN or negative is no wait, infinity or more than
+    /// `Duration.clampingLimit`, about 31.7 years, is that limit).
+    ///
     /// - Parameters:
     ///   - initialBackoff: Seconds to wait after a job's first failure. Defaults to 1.
     ///   - maxBackoff: The longest wait in seconds. Defaults to 3600 (an hour).
     ///   - jitter: The fraction (0 ... 1) that may be taken off each wait at random. Defaults
     ///     to 0 (off); NaN counts as 0.
-    ///
-    /// Any number of seconds is accepted: both are clamped with `Duration.clamping(seconds:)`,
-    /// QueueKit's one policy (NaN or negative is no wait, infinity or more than
-    /// `Duration.clampingLimit`, about 31.7 years, is that limit).
     ///   - clock: The clock that times the waits. Defaults to `ContinuousClock()`.
     ///   - randomSource: Where jitter comes from. Defaults to `SystemRandomNumberGenerator()`.
     public init(

@@ -10,6 +10,11 @@
 //     Runs the broker "crash" until its stdin closes, whatever is saved meanwhile (by other
 //     processes too). stdout: "ready", then "done <key>" after each handled action.
 //
+//   TaskBrokerCrashHelper pg-worker <postgres url> <schema> <log path>
+//     A worker of the PostgreSQL crash test: runs the broker "crash" (lease 2 s, 16 queues at once) until its stdin
+//     closes. Its handler appends "S <key> <pid> <monotonic ns>" when an action starts and "E …" when
+//     it returns (plain writes: they survive SIGKILL), taking 1–5 ms in between. stdout: "ready".
+//
 //   TaskBrokerCrashHelper lock <database path>
 //     Holds SQLite's write lock (BEGIN EXCLUSIVE) until a line arrives on stdin. stdout: "locked",
 //     then "released".
@@ -22,6 +27,7 @@ import Foundation
 import GRDB
 import Synchronization
 import TaskBroker
+import TaskBrokerPostgres
 
 struct CrashAction: TaskQueueAction {
     var key: String
@@ -83,11 +89,48 @@ func stdinLine() async {
     }
 }
 
-let arguments = CommandLine.arguments
-if arguments.count == 3, arguments[1] == "serve" {
+/// CLOCK_MONOTONIC in nanoseconds: one clock for every process of the machine.
+func monotonicNanoseconds() -> Int64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+}
+
+/// Appends lines with plain writes (the kernel keeps them when the process is killed).
+final class StampLog: Sendable {
+    private let descriptor: Int32
+
+    init(path: String) {
+        descriptor = open(path, O_WRONLY | O_APPEND | O_CREAT, 0o644)
+    }
+
+    func append(_ line: String) {
+        let bytes = Array((line + "\n").utf8)
+        _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+    }
+}
+
+final class StampingHandler: AsyncTaskQueueHandler {
+    let log: StampLog
+    let pid = getpid()
+
+    init(log: StampLog) {
+        self.log = log
+    }
+
+    func handle(_ action: CrashAction, context _: TaskContext) async -> TaskResult {
+        log.append("S \(action.key) \(pid) \(monotonicNanoseconds())")
+        try? await Task.sleep(for: .milliseconds(Int.random(in: 1...5)))
+        log.append("E \(action.key) \(pid) \(monotonicNanoseconds())")
+        return .success
+    }
+}
+
+/// Sets a broker up, says "ready", runs it until stdin closes, shuts it down and exits (an error
+/// is said and exits 1).
+func serveUntilStdinCloses(_ setUp: () async throws -> TaskQueueBroker) async -> Never {
     do {
-        let database = try await TaskDatabase.sqlite(path: arguments[2])
-        let broker = try await TaskQueueBroker.setup(database: database, name: "crash", handler: ServeHandler())
+        let broker = try await setUp()
         say("ready")
         await stdinLine()
         await broker.shutdown()
@@ -95,6 +138,26 @@ if arguments.count == 3, arguments[1] == "serve" {
     } catch {
         say("error \(error)")
         exit(1)
+    }
+}
+
+let arguments = CommandLine.arguments
+if arguments.count == 5, arguments[1] == "pg-worker" {
+    await serveUntilStdinCloses {
+        var configuration = try TaskDatabase.PostgresConfiguration(url: arguments[2])
+        configuration.schema = arguments[3]
+        configuration.leaseDuration = .seconds(2)
+        configuration.poolSize = 4
+        let database = try await TaskDatabase.postgres(configuration: configuration)
+        return try await TaskQueueBroker.setup(
+            database: database, name: "crash", handler: StampingHandler(log: StampLog(path: arguments[4])),
+            configuration: .init(maxConcurrentQueues: 16)
+        )
+    }
+}
+if arguments.count == 3, arguments[1] == "serve" {
+    await serveUntilStdinCloses {
+        try await TaskQueueBroker.setup(database: try await TaskDatabase.sqlite(path: arguments[2]), name: "crash", handler: ServeHandler())
     }
 }
 if arguments.count == 3, arguments[1] == "lock" {

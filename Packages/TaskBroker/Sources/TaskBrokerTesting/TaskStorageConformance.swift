@@ -54,7 +54,7 @@ public enum TaskStorageConformance: Sendable {
         },
         Check("re-saving a key keeps its position and clears pause and attempts") { storage in
             let first = try await storage.save([task("a", "q1"), task("b", "q1")])
-            try await storage.finish([.failed(first[0], pause: .untilRestart)], owner: "w")
+            try await settle(storage, [.failed(first[0], pause: .untilRestart)])
             let again = try await storage.save([task("a", "q1", payload: "new")])
             try expect(again[0].position == first[0].position, "a replaced task keeps its place")
             try expect(again[0].revision != first[0].revision, "a replaced task gets a new revision")
@@ -71,25 +71,35 @@ public enum TaskStorageConformance: Sendable {
             try expect(try await storage.tasks(inQueue: "q1").map(\.key) == ["b"], "only b is left")
         },
         Check("claim grants the stored heads of free queues") { storage in
-            // A backend may also refuse a head that is gone or replaced (a shared backend should);
+            // A backend may also refuse a head that is gone or replaced (a shared backend must);
             // the embedded one grants it, and finishing it is then a no-op.
             let saved = try await storage.save([task("a", "q1"), task("b", "q2")])
             let granted = try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30))
-            try expect(granted == [true, true], "both heads are granted: got \(granted)")
-            try await storage.finish([.completed(saved[0]), .completed(saved[1])], owner: "w")
+            try expect(granted == [.granted, .granted], "both heads are granted: got \(granted)")
+            try expect(try await storage.finish([.completed(saved[0]), .completed(saved[1])], owner: "w") == TaskFinishReport(), "nothing is refused")
             let again = try await storage.save([task("c", "q1")])
-            try expect(try await storage.claim(again, owner: "w", leaseDuration: .seconds(30)) == [true], "a finished claim frees the queue")
+            try expect(try await storage.claim(again, owner: "w", leaseDuration: .seconds(30)) == [.granted], "a finished claim frees the queue")
+        },
+        Check("several queues are read in one call") { storage in
+            _ = try await storage.save([task("a", "q1"), task("b", "q2"), task("c", "q1"), task("d", "q3")])
+            let read = try await storage.tasks(inQueues: ["q1", "q2", "empty"])
+            try expect(read.keys.sorted() == ["q1", "q2"], "each queue that has actions, and no other: \(read.keys.sorted())")
+            try expect(read["q1"]?.map(\.key) == ["a", "c"], "in enqueue order")
         },
         Check("completing deletes only the revision that ran") { storage in
-            let saved = try await storage.save([task("a", "q1"), task("b", "q1")])
-            _ = try await storage.save([task("b", "q1", payload: "again")])
-            try await storage.finish([.completed(saved[0]), .completed(saved[1])], owner: "w")
-            let left = try await storage.tasks(inQueue: "q1")
+            let saved = try await storage.save([task("a", "q1"), task("b", "q2")])
+            try expect(try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30)) == [.granted, .granted], "both run")
+            _ = try await storage.save([task("b", "q2", payload: "again")])
+            let report = try await storage.finish([.completed(saved[0]), .completed(saved[1])], owner: "w")
+            try expect(report.fenced.isEmpty, "the claimant still holds both queues: nothing is refused")
+            try expect(report.outdated.isSubset(of: ["q2"]), "only b's outcome may be reported outdated: \(report)")
+            try expect(try await storage.queueNames() == ["q2"], "a is gone")
+            let left = try await storage.tasks(inQueue: "q2")
             try expect(left.map(\.key) == ["b"] && left[0].payload == Data("again".utf8), "the re-saved b stays")
         },
         Check("a completed task is gone for every read, and saving its key again enqueues it at the end") { storage in
             let saved = try await storage.save([task("a", "q1"), task("b", "q1"), task("c", "q2")])
-            try await storage.finish([.completed(saved[0]), .completed(saved[2])], owner: "w")
+            try await settle(storage, [.completed(saved[0]), .completed(saved[2])])
             try expect(try await storage.queueNames() == ["q1"], "a queue whose tasks all completed is not listed")
             try expect(try await storage.snapshot().map(\.pending) == [1], "snapshot counts only what is left")
             try expect(try await storage.delete(key: "a", collection: "c") == nil, "deleting a completed task finds nothing")
@@ -103,10 +113,7 @@ public enum TaskStorageConformance: Sendable {
         Check("failing counts the attempt and stores the pause") { storage in
             let saved = try await storage.save([task("a", "q1"), task("b", "q2"), task("c", "q3")])
             let date = Date(timeIntervalSince1970: 1_900_000_000.25)
-            try await storage.finish(
-                [.failed(saved[0], pause: .until(date)), .failed(saved[1], pause: .untilRestart), .failed(saved[2], pause: nil)],
-                owner: "w"
-            )
+            try await settle(storage, [.failed(saved[0], pause: .until(date)), .failed(saved[1], pause: .untilRestart), .failed(saved[2], pause: nil)])
             let a = try await storage.tasks(inQueue: "q1")[0]
             let b = try await storage.tasks(inQueue: "q2")[0]
             let c = try await storage.tasks(inQueue: "q3")[0]
@@ -114,12 +121,12 @@ public enum TaskStorageConformance: Sendable {
             try expect(abs(stored.timeIntervalSince(date)) < 0.001, "the retry date survives: \(stored)")
             try expect(a.attempts == 1 && b.attempts == 1 && c.attempts == 1, "each failure counts")
             try expect(b.pause == .untilRestart && c.pause == nil, "pauses are stored as given")
-            try await storage.finish([.failed(a, pause: nil)], owner: "w")
-            try expect(try await storage.tasks(inQueue: "q1")[0].attempts == 2, "attempts add up")
+            try await settle(storage, [.failed(c, pause: nil)])
+            try expect(try await storage.tasks(inQueue: "q3")[0].attempts == 2, "attempts add up")
         },
         Check("resume clears the pauses of the named queues only") { storage in
             let saved = try await storage.save([task("a", "q1"), task("b", "q2")])
-            try await storage.finish([.failed(saved[0], pause: .untilRestart), .failed(saved[1], pause: .untilRestart)], owner: "w")
+            try await settle(storage, [.failed(saved[0], pause: .untilRestart), .failed(saved[1], pause: .untilRestart)])
             let resumed = try await storage.resume(queues: ["q1"])
             try expect(resumed.map(\.key) == ["a"], "resume returns what it resumed")
             try expect(try await storage.tasks(inQueue: "q1")[0].pause == nil, "q1 runs again")
@@ -132,7 +139,7 @@ public enum TaskStorageConformance: Sendable {
         },
         Check("snapshot reports pending, pause and attempts per queue") { storage in
             let saved = try await storage.save([task("a", "q1"), task("b", "q1"), task("c", "q2")])
-            try await storage.finish([.failed(saved[0], pause: .untilRestart)], owner: "w")
+            try await settle(storage, [.failed(saved[0], pause: .untilRestart)])
             let snapshot = try await storage.snapshot()
             try expect(snapshot.map(\.name) == ["q1", "q2"], "one snapshot per queue, sorted")
             try expect(snapshot[0].pending == 2 && snapshot[0].pause == .untilRestart && snapshot[0].attempts == 1, "\(snapshot[0])")
@@ -140,11 +147,96 @@ public enum TaskStorageConformance: Sendable {
         },
     ]
 
-    private static func task(_ key: String, _ queue: String, payload: String? = nil) -> NewTask {
+    /// The checks a backend shared by several processes must pass too (leases, fencing, the change
+    /// feed). Run them against a fresh backend whose lease (`TaskStorage.leaseDuration`) is short,
+    /// about a second: one check waits for a lease to expire.
+    public static let sharedChecks: [Check] = [
+        Check("a queue's lease keeps a second owner off until the first releases it") { storage in
+            let saved = try await storage.save([task("a", "q1"), task("b", "q1")])
+            try expect(try await storage.claim([saved[0]], owner: "w1", leaseDuration: .seconds(30)) == [.granted], "w1 claims")
+            let second = try await storage.claim([saved[0]], owner: "w2", leaseDuration: .seconds(30))
+            guard case .heldElsewhere(let until)? = second.first else {
+                throw TaskStorageConformanceFailure("w2 is held off while w1 holds the lease: \(second)")
+            }
+            try expect(until > Date(), "the lease ends in the future: \(until)")
+            try expect(try await storage.finish([.completed(saved[0])], owner: "w1") == TaskFinishReport(), "w1's outcome is stored")
+            try expect(try await storage.claim([saved[1]], owner: "w2", leaseDuration: .seconds(30)) == [.granted], "released: w2 claims the next head")
+        },
+        Check("a claim is refused for a head that is gone, replaced, failed since, or waits for a restart") { storage in
+            let saved = try await storage.save([task("a", "q1"), task("b", "q2"), task("c", "q3"), task("d", "q4")])
+            _ = try await storage.delete(key: "a", collection: "c")
+            _ = try await storage.save([task("b", "q2", payload: "again")])
+            try await settle(storage, [.failed(saved[2], pause: nil), .failed(saved[3], pause: .untilRestart)])
+            let d = try await storage.tasks(inQueue: "q4")[0]
+            let results = try await storage.claim([saved[0], saved[1], saved[2], d], owner: "w2", leaseDuration: .seconds(30))
+            try expect(results == [.changed, .changed, .changed, .changed], "every stale head is refused: \(results)")
+        },
+        Check("an expired lease is taken over with a new epoch, and the old holder's outcome changes nothing") { storage in
+            let saved = try await storage.save([task("a", "q1")])
+            try expect(try await storage.claim(saved, owner: "w1", leaseDuration: .seconds(1)) == [.granted], "w1 claims")
+            // w1 stops renewing (it died or was cut off): w2 gets the queue once the lease expires.
+            var taken = false
+            for _ in 0..<200 where !taken {
+                let result = try await storage.claim(saved, owner: "w2", leaseDuration: .seconds(30))
+                if result == [.granted] {
+                    taken = true
+                } else if case .heldElsewhere(let until)? = result.first {
+                    try await Task.sleep(for: .milliseconds(max(10, min(200, Int(until.timeIntervalSinceNow * 1000)))))
+                } else {
+                    throw TaskStorageConformanceFailure("w2's claim is held off, not refused: \(result)")
+                }
+            }
+            try expect(taken, "w2 takes the queue over after the lease")
+            try expect(try await storage.renew(["q1"], owner: "w1", leaseDuration: .seconds(30)) == ["q1"], "w1's renewal reports the lease lost")
+            let late = try await storage.finish([.failed(saved[0], pause: .untilRestart)], owner: "w1")
+            try expect(late.fenced == ["q1"], "w1's late outcome is refused: \(late)")
+            let stored = try await storage.tasks(inQueue: "q1")
+            try expect(stored.first?.attempts == 0 && stored.first?.pause == nil, "nothing of it was stored")
+            try expect(try await storage.finish([.completed(saved[0])], owner: "w2") == TaskFinishReport(), "w2's outcome is stored")
+            try expect(try await storage.queueNames().isEmpty, "w2 completed it")
+        },
+        Check("renewing keeps the leases of running actions") { storage in
+            let saved = try await storage.save([task("a", "q1")])
+            try expect(try await storage.claim(saved, owner: "w1", leaseDuration: .seconds(30)) == [.granted], "w1 claims")
+            try expect(try await storage.renew(["q1"], owner: "w1", leaseDuration: .seconds(30)).isEmpty, "nothing is lost")
+            guard case .heldElsewhere? = try await storage.claim(saved, owner: "w2", leaseDuration: .seconds(30)).first else {
+                throw TaskStorageConformanceFailure("the renewed lease still holds w2 off")
+            }
+        },
+        Check("the change feed reports saves, failures and completions committed by anyone") { storage in
+            guard let feed = try await storage.changes() else { throw TaskStorageConformanceFailure("a shared backend has a change feed") }
+            var iterator = feed.makeAsyncIterator()
+            let saved = try await storage.save([task("a", "q1"), task("b", "q2")])
+            try expect(await iterator.next() == [.queuesChanged(["q1", "q2"])], "one notification for the save's transaction")
+            try await settle(storage, [.completed(saved[0]), .failed(saved[1], pause: .untilRestart)])
+            let finished = await iterator.next() ?? []
+            try expect(finished.contains(.queuesChanged(["q2"])), "the failure changed q2: \(finished)")
+            let completed = finished.compactMap { change -> [String]? in
+                if case .completed(let tasks) = change { return tasks.map { "\($0.queueName)/\($0.key)@\($0.revision)" } }
+                return nil
+            }
+            try expect(completed == [["q1/a@\(saved[0].revision)"]], "the completion names the action and revision: \(completed)")
+        },
+    ]
+
+    /// What a broker does with outcomes: claims the actions, then stores what became of them.
+    private static func settle(_ storage: any TaskStorage, _ outcomes: [TaskOutcome]) async throws {
+        let heads = outcomes.map { outcome in
+            switch outcome {
+            case .completed(let task), .failed(let task, _): task
+            }
+        }
+        let claims = try await storage.claim(heads, owner: "w", leaseDuration: .seconds(30))
+        try expect(claims.allSatisfy { $0 == .granted }, "the heads are granted: \(claims)")
+        let report = try await storage.finish(outcomes, owner: "w")
+        try expect(report == TaskFinishReport(), "the claimant's outcomes are stored: \(report)")
+    }
+
+    static func task(_ key: String, _ queue: String, payload: String? = nil) -> NewTask {
         NewTask(key: key, collection: "c", queueName: queue, payload: Data((payload ?? key).utf8))
     }
 
-    private static func expect(_ condition: Bool, _ message: @autoclosure () -> String) throws {
+    static func expect(_ condition: Bool, _ message: @autoclosure () -> String) throws {
         if !condition { throw TaskStorageConformanceFailure(message()) }
     }
 }

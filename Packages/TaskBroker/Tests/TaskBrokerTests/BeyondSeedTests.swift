@@ -9,9 +9,9 @@ import Testing
 /// Where TaskBroker goes past YapTaskQueue.
 @Suite(.timeLimit(.minutes(1)))
 struct BeyondSeedTests {
-    @Test func zeroRetryTimeoutRetriesAtOnce() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func zeroRetryTimeoutRetriesAtOnce(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         let handler = CallbackHandler()
         handler.answer("a", success: false, retryTimeout: 0)
         handler.answer("a", success: false, retryTimeout: 0)
@@ -21,24 +21,22 @@ struct BeyondSeedTests {
         await broker.shutdown()
     }
 
-    @Test func storedActionsStartWithoutAnyNewWrite() async throws {
-        let directory = try TemporaryDirectory()
-        let path = directory.path("tasks.sqlite")
+    @Test(arguments: Backend.allCases) func storedActionsStartWithoutAnyNewWrite(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
         do {
-            let database = try await TaskDatabase.sqlite(path: path)
+            let database = try await store.open()
             try await database.save((0..<5).map { TestAction(key: "k\($0)", queueName: "h-q") })
         }
-        let database = try await TaskDatabase.sqlite(path: path)
+        let database = try await store.open()
         let handler = RecordingHandler<TestAction>()
         let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: handler)
         #expect(await handler.handled.values(count: 5) == (0..<5).map { "k\($0)" })
         await broker.shutdown()
     }
 
-    @Test func restartedBrokerKeepsAPausedQueuePaused() async throws {
-        let directory = try TemporaryDirectory()
-        let path = directory.path("tasks.sqlite")
-        let database = try await TaskDatabase.sqlite(path: path)
+    @Test(arguments: Backend.allCases) func restartedBrokerKeepsAPausedQueuePaused(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         let first = RecordingHandler<TestAction>()
         first.script("a", .waitForRestart)
         let broker1 = try await TaskQueueBroker.setup(database: database, name: "h", handler: first)
@@ -47,7 +45,7 @@ struct BeyondSeedTests {
         _ = await recorder1.wait { $0.isFailure }
         await broker1.shutdown()
 
-        let reopened = try await TaskDatabase.sqlite(path: path)
+        let reopened = try await store.open()
         let second = RecordingHandler<TestAction>()
         let broker2 = try await TaskQueueBroker.setup(database: reopened, name: "h", handler: second)
         let recorder2 = EventRecorder(broker2)
@@ -64,11 +62,10 @@ struct BeyondSeedTests {
         await broker2.shutdown()
     }
 
-    @Test func timedRetryWaitsOnlyItsRemainingTimeAfterARestart() async throws {
-        let directory = try TemporaryDirectory()
-        let path = directory.path("tasks.sqlite")
+    @Test(arguments: Backend.allCases) func timedRetryWaitsOnlyItsRemainingTimeAfterARestart(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
         let start = Date(timeIntervalSince1970: 1_800_000_000)
-        let database = try await TaskDatabase.sqlite(path: path)
+        let database = try await store.open()
         let clock1 = ManualClock()
         let first = RecordingHandler<TestAction>()
         first.script("a", .retry(after: .seconds(10)))
@@ -85,7 +82,7 @@ struct BeyondSeedTests {
         let clock2 = ManualClock()
         let second = RecordingHandler<TestAction>()
         let broker2 = try await TaskQueueBroker.setup(
-            database: try await TaskDatabase.sqlite(path: path), name: "h", handler: second,
+            database: try await store.open(), name: "h", handler: second,
             configuration: .init(wallClock: { start.addingTimeInterval(7) }), clock: clock2
         )
         await clock2.sleepers(atLeast: 1)
@@ -97,11 +94,10 @@ struct BeyondSeedTests {
         await broker2.shutdown()
     }
 
-    @Test func overdueTimedRetryRunsAtOnceAfterARestart() async throws {
-        let directory = try TemporaryDirectory()
-        let path = directory.path("tasks.sqlite")
+    @Test(arguments: Backend.allCases) func overdueTimedRetryRunsAtOnceAfterARestart(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
         let start = Date(timeIntervalSince1970: 1_800_000_000)
-        let database = try await TaskDatabase.sqlite(path: path)
+        let database = try await store.open()
         let clock = ManualClock()
         let first = RecordingHandler<TestAction>()
         first.script("a", .retry(after: .seconds(10)))
@@ -158,9 +154,9 @@ struct BeyondSeedTests {
         await again.shutdown()
     }
 
-    @Test func atMostOneActionPerQueueIsInFlightEvenWhenTheHeadIsDeletedMidRun() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func atMostOneActionPerQueueIsInFlightEvenWhenTheHeadIsDeletedMidRun(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         let handler = GateHandler()
         let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: handler)
         let recorder = EventRecorder(broker)
@@ -181,9 +177,9 @@ struct BeyondSeedTests {
         await broker.shutdown()
     }
 
-    @Test func inFlightActionThatFailsAfterItsDeletionDoesNotPauseItsQueue() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func inFlightActionThatFailsAfterItsDeletionDoesNotPauseItsQueue(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         let gate = GateHandler()
         let handler = RecordingHandler<TestAction> { action in
             _ = await gate.handle(action, context: TaskContext(queueName: action.queueName, key: action.key, collection: action.collection, attempt: 1))
@@ -199,9 +195,9 @@ struct BeyondSeedTests {
         await broker.shutdown()
     }
 
-    @Test func concurrentQueuesAreCappedAndServedInTurn() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func concurrentQueuesAreCappedAndServedInTurn(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         let handler = GateHandler()
         let broker = try await TaskQueueBroker.setup(
             database: database, name: "h", handler: handler, configuration: .init(maxConcurrentQueues: 2)
@@ -224,9 +220,9 @@ struct BeyondSeedTests {
         await broker.shutdown()
     }
 
-    @Test func customSortDecidesTheHead() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func customSortDecidesTheHead(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         try await database.save([
             PrioritizedAction(key: "late", queueName: "h-q", priority: 3),
             PrioritizedAction(key: "first", queueName: "h-q", priority: 1),
@@ -266,9 +262,9 @@ struct BeyondSeedTests {
         #expect(handler.handled.values == ["m2"])
     }
 
-    @Test func snapshotAndEventsDescribeTheQueues() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func snapshotAndEventsDescribeTheQueues(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         let handler = GateHandler()
         let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: handler)
         let recorder = EventRecorder(broker)
@@ -289,9 +285,9 @@ struct BeyondSeedTests {
         #expect(await recorder.events.values(count: 5).last == .stopped)
     }
 
-    @Test func shutdownWaitsForRunningHandlersAndStoresTheirOutcome() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func shutdownWaitsForRunningHandlersAndStoresTheirOutcome(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         let handler = GateHandler()
         let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: handler)
         try await database.save([TestAction(key: "a", queueName: "h-q"), TestAction(key: "b", queueName: "h-q")])
@@ -305,9 +301,9 @@ struct BeyondSeedTests {
         #expect(try await database.snapshot() == [TaskQueueSnapshot(name: "h-q", pending: 1)])
     }
 
-    @Test func shutdownGivesUpOnAHandlerAfterTheTimeoutAndKeepsItsAction() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func shutdownGivesUpOnAHandlerAfterTheTimeoutAndKeepsItsAction(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         let clock = ManualClock()
         let handler = GateHandler()
         let broker = try await TaskQueueBroker.setup(
@@ -324,9 +320,9 @@ struct BeyondSeedTests {
         handler.release("stuck")
     }
 
-    @Test func brokerIsAServiceThatStopsOnGracefulShutdown() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func brokerIsAServiceThatStopsOnGracefulShutdown(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         let handler = RecordingHandler<TestAction>()
         let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: handler)
         let recorder = EventRecorder(broker)
@@ -368,9 +364,9 @@ struct BeyondSeedTests {
         #expect(error?.code == .storageFailed)
     }
 
-    @Test func purgeEmptiesAQueueAndTheBrokerForgetsIt() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func purgeEmptiesAQueueAndTheBrokerForgetsIt(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         try await database.save([TestAction(key: "a", queueName: "h-q"), TestAction(key: "b", queueName: "h-q")])
         #expect(try await database.purge(queueName: "h-q") == 2)
         let handler = RecordingHandler<TestAction>()
@@ -396,9 +392,9 @@ struct HandlerBridgingAndReplacementTests {
         #expect(answers.values == ["false 2.5", "false -1.0", "true 0.0"])
     }
 
-    @Test func resavingARunningActionRunsTheNewVersionNext() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func resavingARunningActionRunsTheNewVersionNext(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         let handler = GateHandler()
         let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: handler)
         let recorder = EventRecorder(broker)

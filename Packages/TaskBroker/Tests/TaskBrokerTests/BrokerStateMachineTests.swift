@@ -311,11 +311,11 @@ import Testing
         #expect(failed.storageFailures == ["claim q 0.1 seconds"])
         #expect(h.machine.running == 0)
         #expect(h.send(.timerFired(try #require(failed.timers.first).token)).claims == [["a"]])
-        let refused = h.send(.claimed([a.task], granted: [false]))
+        let refused = h.send(.claimed([a.task], results: [.changed]))
         #expect(refused.events == [.storageRecovered(operation: .claim, queueNames: ["q"])], "the claim answered")
         #expect(refused.loads == [["q"]], "refused: read the queue again")
         #expect(h.send(MachineHarness.loaded("q", [a])).claims == [["a"]])
-        #expect(h.send(.claimed([a.task], granted: [true])).runs == ["a"])
+        #expect(h.send(.claimed([a.task], results: [.granted])).runs == ["a"])
     }
 
     // MARK: Lifetime
@@ -351,16 +351,60 @@ import Testing
         #expect(h.send(.changes([.saved(h.entry("late", "q1"))])).isEmpty, "nothing happens after the end")
     }
 
-    @Test func aLostLeaseForgetsTheQueueAndDiscardsItsOutcome() {
+    @Test func aLostLeaseReportsTheRefusedOutcomeAndRereadsTheQueue() {
+        var h = MachineHarness(claimsHeads: true)
+        let a = h.entry("a", "q")
+        let b = h.entry("b", "q")
+        _ = h.send(.start(["q"]))
+        _ = h.send(MachineHarness.loaded("q", [a, b]))
+        #expect(h.send(.claimed([a.task], results: [.granted])).runs == ["a"])
+        #expect(h.send(.leaseLost(["q"])).isEmpty, "nothing happens until the refused outcome is back")
+        let out = h.send(.stored([.success(a)]))
+        #expect(out.events == [.leaseLost(queueName: "q", key: "a", collection: "c")])
+        #expect(out.loads == [["q"]], "what this broker knew of the queue is stale: read it again")
+        #expect(out.claims.isEmpty && out.runs.isEmpty)
+        #expect(h.machine.running == 0)
+        // The other worker still runs `a`: this broker's claim is refused until it lets go.
+        let until = Date(timeIntervalSince1970: 2_000)
+        #expect(h.send(MachineHarness.loaded("q", [a, b])).claims == [["a"]])
+        let held = h.send(.claimed([a.task], results: [.heldElsewhere(until: until)]))
+        #expect(held.timers.map(\.delay) == [.until(until)], "wait for the lease to expire")
+        #expect(held.claims.isEmpty && held.runs.isEmpty)
+    }
+
+    @Test func aQueueHeldElsewhereWaitsForTheLeaseToExpireNotForEveryCompletion() throws {
+        var h = MachineHarness(claimsHeads: true)
+        let a = h.entry("a", "q")
+        let b = h.entry("b", "q")
+        let c = h.entry("c", "q2")
+        _ = h.send(.start(["q", "q2"]))
+        _ = h.send(MachineHarness.loaded("q", [a, b]), MachineHarness.loaded("q2", [c]))
+        let until = Date(timeIntervalSince1970: 2_000)
+        let held = h.send(.claimed([a.task, c.task], results: [.heldElsewhere(until: until), .granted]))
+        #expect(held.runs == ["c"], "a queue held elsewhere does not hold up the others")
+        let timer = try #require(held.timers.first)
+        #expect(h.machine.running == 1, "the held queue takes no slot")
+        // The holder completes `a`: this broker forgets it but keeps waiting (the holder goes on with `b`).
+        let completed = h.send(.changes([.deleted(a.task)]))
+        #expect(completed.claims.isEmpty, "no claim race with the holder on every completion")
+        // The lease may have expired (its holder died): read the queue and claim again.
+        let expired = h.send(.timerFired(timer.token))
+        #expect(expired.loads == [["q"]])
+        #expect(h.send(MachineHarness.loaded("q", [b])).claims == [["b"]])
+        #expect(h.send(.claimed([b.task], results: [.granted])).runs == ["b"], "taken over")
+    }
+
+    @Test func aChangeToAQueueHeldElsewhereRereadsItAtOnce() throws {
         var h = MachineHarness(claimsHeads: true)
         let a = h.entry("a", "q")
         _ = h.send(.start(["q"]))
-        _ = h.send(MachineHarness.loaded("q", [a, h.entry("b", "q")]))
-        #expect(h.send(.claimed([a.task], granted: [true])).runs == ["a"])
-        _ = h.send(.leaseLost(["q"]))
-        let out = h.send(.stored([.success(a)]))
-        #expect(out.events == [.discarded(queueName: "q", key: "a", collection: "c")])
-        #expect(out.claims.isEmpty && out.runs.isEmpty)
-        #expect(h.machine.queues["q"] == nil)
+        _ = h.send(MachineHarness.loaded("q", [a]))
+        let held = h.send(.claimed([a.task], results: [.heldElsewhere(until: Date(timeIntervalSince1970: 2_000))]))
+        let timer = try #require(held.timers.first)
+        let changed = h.send(.changes([.reload(["q"])]))
+        #expect(changed.cancelledTimers == [timer.token], "the lease wait ends")
+        #expect(changed.loads == [["q"]])
+        #expect(h.send(.timerFired(timer.token)).isEmpty, "a cancelled lease timer does nothing")
+        #expect(h.send(MachineHarness.loaded("q", [a])).claims == [["a"]])
     }
 }

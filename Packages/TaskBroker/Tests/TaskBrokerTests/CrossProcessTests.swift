@@ -1,5 +1,6 @@
 import AsyncPrimitivesTesting
 import Foundation
+import GRDB
 import QueueRetry
 import TaskBroker
 import Testing
@@ -24,6 +25,26 @@ struct CrossProcessTests {
         #expect(await worker.line(after: 6) == "done k5")
         worker.finish()
         #expect(try await database.snapshot().isEmpty)
+    }
+
+    @Test func aWorkerThatFellBehindTheChangeJournalRereadsEveryQueue() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("tasks.sqlite")
+        let database = try await TaskDatabase.sqlite(path: path)
+        let worker = try CrashHelperRun(arguments: ["serve", path])
+        #expect(await worker.line(after: 0) == "ready")
+        // One save that changes more queues than the journal keeps (16,384): by the time the
+        // worker reads it, its first entries are pruned.
+        let count = 18_000
+        try await database.save((0..<count).map { CrashAction(key: "k\($0)", queueName: "crash-q\($0)", index: $0) })
+        let lines = await worker.lines.values(count: 1 + count)
+        #expect(Set(lines.dropFirst()) == Set((0..<count).map { "done k\($0)" }))
+        worker.finish()
+        #expect(try await database.snapshot().isEmpty)
+        let journal = try await DatabaseQueue(path: path).read { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM taskbroker_change") ?? -1
+        }
+        #expect(journal == 16_384, "the journal keeps its last 16,384 entries")
     }
 
     @Test func aSecondWorkerProcessOfTheSameBrokerIsRefusedAtSetupUntilTheFirstDies() async throws {

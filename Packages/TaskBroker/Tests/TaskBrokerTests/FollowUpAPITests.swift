@@ -8,9 +8,9 @@ import Testing
 /// errors for corrupt files, durable commits by default.
 @Suite(.timeLimit(.minutes(1)))
 struct FollowUpAPITests {
-    @Test func handlerLearnsWhichAttemptItRuns() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func handlerLearnsWhichAttemptItRuns(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         let handler = ContextRecordingHandler()
         handler.script("a", .retry(after: .zero), .retry(after: .zero))
         let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: handler)
@@ -19,11 +19,10 @@ struct FollowUpAPITests {
         await broker.shutdown()
     }
 
-    @Test func attemptNumbersCarryAcrossARestart() async throws {
-        let directory = try TemporaryDirectory()
-        let path = directory.path("tasks.sqlite")
+    @Test(arguments: Backend.allCases) func attemptNumbersCarryAcrossARestart(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
         do {
-            let database = try await TaskDatabase.sqlite(path: path)
+            let database = try await store.open()
             let handler = ContextRecordingHandler()
             handler.script("a", .waitForRestart)
             let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: handler)
@@ -32,7 +31,7 @@ struct FollowUpAPITests {
             _ = await recorder.wait { $0.isFailure }
             await broker.shutdown()
         }
-        let database = try await TaskDatabase.sqlite(path: path)
+        let database = try await store.open()
         let handler = ContextRecordingHandler()
         let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: handler)
         try await broker.restartQueues(["h-q"])
@@ -97,9 +96,9 @@ struct FollowUpAPITests {
         #expect(try await database.write { tx in try String.fetchOne(tx.db, sql: "PRAGMA journal_mode") } == "wal")
     }
 
-    @Test func aBrokerNotStartedAutomaticallyRunsNothingUntilStartAndItsEventsMissNothing() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func aBrokerNotStartedAutomaticallyRunsNothingUntilStartAndItsEventsMissNothing(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         try await database.save(TestAction(key: "stored", queueName: "h-q"))
         let handler = ContextRecordingHandler()
         let broker = try await TaskQueueBroker.setup(
@@ -121,9 +120,9 @@ struct FollowUpAPITests {
         await broker.shutdown()
     }
 
-    @Test func shuttingDownABrokerThatNeverStartedKeepsItsActions() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func shuttingDownABrokerThatNeverStartedKeepsItsActions(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         try await database.save(TestAction(key: "stored", queueName: "h-q"))
         let handler = ContextRecordingHandler()
         let broker = try await TaskQueueBroker.setup(
@@ -136,9 +135,9 @@ struct FollowUpAPITests {
         #expect(try await database.snapshot().map(\.pending) == [1])
     }
 
-    @Test func aZeroTimeoutRetryEmitsNoResumedEvent() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func aZeroTimeoutRetryEmitsNoResumedEvent(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         try await database.save(TestAction(key: "a", queueName: "h-q"))
         let handler = ContextRecordingHandler()
         handler.script("a", .retry(after: .zero))

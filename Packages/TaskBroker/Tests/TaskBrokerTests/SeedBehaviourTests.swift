@@ -6,9 +6,9 @@ import Testing
 /// YapTaskQueue's own test intents, in our API.
 @Suite(.timeLimit(.minutes(1)))
 struct SeedBehaviourTests {
-    @Test func oneActionIsHandled() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func oneActionIsHandled(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         let handler = RecordingHandler<TestAction>()
         let broker = try await TaskQueueBroker.setup(database: database, name: "handler1", handler: handler)
         let recorder = EventRecorder(broker)
@@ -19,9 +19,9 @@ struct SeedBehaviourTests {
         await broker.shutdown()
     }
 
-    @Test func tenActionsInOneQueueRunStrictlyInOrder() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func tenActionsInOneQueueRunStrictlyInOrder(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         let handler = RecordingHandler<TestAction>()
         let broker = try await TaskQueueBroker.setup(database: database, name: "handler1", handler: handler)
         let keys = (0..<10).map { "action\($0)" }
@@ -32,9 +32,9 @@ struct SeedBehaviourTests {
         await broker.shutdown()
     }
 
-    @Test func fiveQueuesRunSideBySideEachInOrder() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func fiveQueuesRunSideBySideEachInOrder(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         let handler = RecordingHandler<TestAction>()
         let broker = try await TaskQueueBroker.setup(database: database, name: "handler1", handler: handler)
         let counts = [5, 10, 15, 20, 25]
@@ -56,9 +56,9 @@ struct SeedBehaviourTests {
         await broker.shutdown()
     }
 
-    @Test func setupRegistersABrokerThatClaimsItsPrefix() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func setupRegistersABrokerThatClaimsItsPrefix(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         let handler = RecordingHandler<TestAction>()
         let broker = try await TaskQueueBroker.setup(database: database, name: "handler1", handler: handler)
         #expect(broker.name == "handler1")
@@ -70,9 +70,9 @@ struct SeedBehaviourTests {
         #expect(try await database.snapshot().map(\.name) == ["other-queue"])
     }
 
-    @Test func filterClosureClaimsTheQueuesItAccepts() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func filterClosureClaimsTheQueuesItAccepts(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         let handler = RecordingHandler<TestAction>()
         let broker = try await TaskQueueBroker.setup(database: database, name: "handler1", handler: handler) { queueName in
             queueName.hasSuffix("-mail")
@@ -83,9 +83,9 @@ struct SeedBehaviourTests {
         await broker.shutdown()
     }
 
-    @Test func actionResavedIntoAnotherBrokersQueueReachesThatBroker() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func actionResavedIntoAnotherBrokersQueueReachesThatBroker(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         let handler2 = RecordingHandler<TestAction>()
         let broker2 = try await TaskQueueBroker.setup(database: database, name: "handler2", handler: handler2)
         let queue2 = broker2.queueName(withSuffix: "queue")
@@ -102,9 +102,9 @@ struct SeedBehaviourTests {
         await broker2.shutdown()
     }
 
-    @Test func failureWithNegativeTimeoutPausesTheQueueUntilRestartQueues() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func failureWithNegativeTimeoutPausesTheQueueUntilRestartQueues(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         let handler = CallbackHandler()
         handler.answer("a", success: false, retryTimeout: -1)
         let broker = try await TaskQueueBroker.setup(database: database, name: "handler1", handler: handler)
@@ -121,9 +121,9 @@ struct SeedBehaviourTests {
         await broker.shutdown()
     }
 
-    @Test func failureWithTimeoutRetriesAfterItThenMovesOn() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func failureWithTimeoutRetriesAfterItThenMovesOn(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         let clock = ManualClock()
         let handler = CallbackHandler()
         handler.answer("a", success: false, retryTimeout: 5)
@@ -138,9 +138,9 @@ struct SeedBehaviourTests {
         await broker.shutdown()
     }
 
-    @Test func deletingAPausedHeadLetsTheNextActionRun() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func deletingAPausedHeadLetsTheNextActionRun(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         let handler = RecordingHandler<TestAction>()
         handler.script("a", .waitForRestart)
         let broker = try await TaskQueueBroker.setup(database: database, name: "handler1", handler: handler)
@@ -152,9 +152,9 @@ struct SeedBehaviourTests {
         await broker.shutdown()
     }
 
-    @Test func deletingAndResavingAPausedActionRunsItWithoutWaitingForTheTimer() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func deletingAndResavingAPausedActionRunsItWithoutWaitingForTheTimer(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         let clock = ManualClock()
         let handler = RecordingHandler<TestAction>()
         handler.script("a", .retry(after: .seconds(3600)))
@@ -168,9 +168,9 @@ struct SeedBehaviourTests {
         #expect(try await database.snapshot().isEmpty)
     }
 
-    @Test func resavingAPausedActionAloneAlsoClearsItsTimer() async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+    @Test(arguments: Backend.allCases) func resavingAPausedActionAloneAlsoClearsItsTimer(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
         let clock = ManualClock()
         let handler = RecordingHandler<TestAction>()
         handler.script("a", .retry(after: .seconds(3600)))

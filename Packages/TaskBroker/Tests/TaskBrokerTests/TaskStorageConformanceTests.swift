@@ -5,10 +5,15 @@ import Testing
 
 @Suite(.timeLimit(.minutes(1)))
 struct TaskStorageConformanceTests {
-    @Test(arguments: TaskStorageConformance.checks)
-    func sqliteBackendPassesTheConformanceSuite(_ check: TaskStorageConformance.Check) async throws {
-        let directory = try TemporaryDirectory()
-        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
-        try await check.run(on: database.storage)
+    @Test(arguments: Backend.allCases, TaskStorageConformance.checks)
+    func backendPassesTheConformanceSuite(_ backend: Backend, _ check: TaskStorageConformance.Check) async throws {
+        let store = try TestStore(backend)
+        try await check.run(on: try await store.open().storage)
+    }
+
+    @Test(arguments: TaskStorageConformance.sharedChecks)
+    func postgresPassesTheSharedBackendChecks(_ check: TaskStorageConformance.Check) async throws {
+        let store = try TestStore(.postgres)
+        try await check.run(on: try await store.open(leaseDuration: .seconds(1)).storage)
     }
 }

@@ -28,6 +28,21 @@ if arguments.count == 3, arguments[1] == "enqueue-child" {
     print(stamps.map(String.init).joined(separator: "\n"))
     exit(0)
 }
+// `TaskBrokerBenchmarks pg-worker MODE URL SCHEMA [LEASE_MS]`: a worker of the PostgreSQL section.
+if arguments.count >= 2, arguments[1] == "pg-worker" {
+    try await runPostgresWorker(Array(arguments.dropFirst(2)))
+    exit(0)
+}
+let postgresURL = ProcessInfo.processInfo.environment["QUEUEKIT_PG_URL"].flatMap { $0.isEmpty ? nil : $0 }
+// `TaskBrokerBenchmarks pg`: the PostgreSQL section alone (needs QUEUEKIT_PG_URL).
+if arguments.count == 2, arguments[1] == "pg" {
+    guard let postgresURL else {
+        print("TaskBrokerBenchmarks pg: set QUEUEKIT_PG_URL (Scripts/postgres.sh url)")
+        exit(2)
+    }
+    try await PostgresBenchmarks.run(url: postgresURL)
+    exit(0)
+}
 /// Actions in the burn-down (override with the first argument).
 let burnDownCount = arguments.count > 1 ? Int(arguments[1]) ?? 100_000 : 100_000
 let queueCount = 100
@@ -136,10 +151,12 @@ final class CommitStampingStorage: TaskStorage {
     func delete(key: String, collection: String) async throws -> StoredTask? { try await inner.delete(key: key, collection: collection) }
     func queueNames() async throws -> [String] { try await inner.queueNames() }
     func tasks(inQueue queueName: String) async throws -> [StoredTask] { try await inner.tasks(inQueue: queueName) }
-    func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration) async throws -> [Bool] {
+    func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration) async throws -> [TaskClaimResult] {
         try await inner.claim(heads, owner: owner, leaseDuration: leaseDuration)
     }
-    func finish(_ outcomes: [TaskOutcome], owner: String) async throws { try await inner.finish(outcomes, owner: owner) }
+    func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> TaskFinishReport {
+        try await inner.finish(outcomes, owner: owner)
+    }
     func resume(queues queueNames: [String]) async throws -> [StoredTask] { try await inner.resume(queues: queueNames) }
     func purge(queue queueName: String) async throws -> Int { try await inner.purge(queue: queueName) }
     func snapshot() async throws -> [TaskQueueSnapshot] { try await inner.snapshot() }
@@ -294,4 +311,13 @@ if !onlyBurnDown {
     let starts = handler.monotonicStamps.withLock { $0 }
     let latencies = zip(commits, starts).map { Double($1 - $0) / 1e6 }.sorted()
     print("idle-to-start, saved by another process: p50 \(String(format: "%.3f", percentile(latencies, 0.5))) ms, p99 \(String(format: "%.3f", percentile(latencies, 0.99))) ms over \(latencies.count) saves  [target: starts within 100 ms]")
+}
+
+// 7. The PostgreSQL section (Scripts/bench.sh starts a throwaway server and sets QUEUEKIT_PG_URL).
+if !onlyBurnDown {
+    if let postgresURL {
+        try await PostgresBenchmarks.run(url: postgresURL)
+    } else {
+        print("PostgreSQL: skipped (QUEUEKIT_PG_URL is not set; `make bench PACKAGE=TaskBroker` sets it)")
+    }
 }

@@ -65,7 +65,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         claimFilter: @escaping @Sendable (String) -> Bool
     ) {
         self.name = name
-        self.owner = "\(name)#\(brokerID)@\(ProcessIdentity.token)"
+        self.owner = ProcessIdentity.owner(brokerName: name)
         self.brokerID = brokerID
         if let asyncHandler = handler as? any AsyncTaskQueueHandler<Handler.Action> {
             handle = { action, context in await asyncHandler.handle(action, context: context) }
@@ -88,6 +88,11 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         } else {
             committer = AsyncOutcomeCommitter(storage: storage, owner: owner, mailbox: mailbox)
         }
+    }
+
+    /// The lease of a claim on a shared backend: the backend's own, or the configured one.
+    var leaseDuration: Duration {
+        storage.leaseDuration ?? configuration.leaseDuration
     }
 
     func accepts(_ queueName: String) -> Bool {
@@ -118,6 +123,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 applied.append(.saved(BrokerEntry(task: task, action: action.map { TypedActionBox($0) }, since: since)))
             case .deleted(let task):
                 applied.append(.deleted(task))
+            case .completed(let task):
+                applied.append(.completed(task))
             case .resumed(let queueNames, _):
                 applied.append(.resumed(queueNames))
             case .purged(let queueName):
@@ -147,6 +154,9 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         var timers: [UInt64: BrokerTimer] = [:]
         await withDiscardingTaskGroup { group in
             group.addTask { await self.committer.run() }
+            if storage.isShared {
+                group.addTask { await self.renewLeases() }
+            }
             machine.handle([.start(initialQueues)], into: &outputs)
             var done = perform(&outputs, timers: &timers, group: &group)
             while !done, let inputs = await mailbox.next() {
@@ -239,22 +249,57 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             }
             return
         }
-        for queueName in queueNames {
+        // Other backends: 256 queues a read.
+        var start = 0
+        while start < queueNames.count {
+            let chunk = Array(queueNames[start..<min(start + 256, queueNames.count)])
+            start += chunk.count
             do {
-                let entries = BrokerEntry.decode(try await storage.tasks(inQueue: queueName), as: Handler.Action.self, since: since)
-                mailbox.post(.loaded([queueName: entries], requested: [queueName]))
+                let byQueue = try await storage.tasks(inQueues: chunk)
+                var entries: [String: [BrokerEntry]] = [:]
+                for (queueName, tasks) in byQueue {
+                    entries[queueName] = BrokerEntry.decode(tasks, as: Handler.Action.self, since: since)
+                }
+                mailbox.post(.loaded(entries, requested: chunk))
             } catch {
-                mailbox.post(.loadFailed([queueName], message: "\(error)"))
+                mailbox.post(.loadFailed(chunk, message: "\(error)"))
             }
         }
     }
 
     private func claim(_ heads: [StoredTask]) async {
         do {
-            let granted = try await storage.claim(heads, owner: owner, leaseDuration: configuration.leaseDuration)
-            mailbox.post(.claimed(heads, granted: granted))
+            let results = try await storage.claim(heads, owner: owner, leaseDuration: leaseDuration)
+            mailbox.post(.claimed(heads, results: results))
         } catch {
             mailbox.post(.claimFailed(heads, message: "\(error)"))
+        }
+    }
+
+    /// Renews the leases of the running actions every third of the lease, until cancelled. A
+    /// renewal that fails is tried at the next one; a lease another worker took over is reported
+    /// to the machine (the action's outcome will be refused).
+    private func renewLeases() async {
+        let lease = leaseDuration
+        let interval = lease / 3
+        while true {
+            // Real time, not the injected clock: a lease expires on the database server's clock.
+            do {
+                try await Task.sleep(for: interval)
+            } catch {
+                return
+            }
+            let running = Array(view().inFlight.keys)
+            guard !running.isEmpty else { continue }
+            do {
+                let lost = try await storage.renew(running, owner: owner, leaseDuration: lease)
+                if !lost.isEmpty {
+                    logger.warning("another worker took over \(lost.count) queue(s) whose action still runs here (\(Self.summary(lost))); their outcomes will not be stored")
+                    mailbox.post(.leaseLost(lost))
+                }
+            } catch {
+                logger.error("could not renew the leases of \(running.count) running queue(s); trying again in \(interval): \(error)")
+            }
         }
     }
 
@@ -316,6 +361,12 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             logger.debug("action \(collection)/\(key) of \(queueName) failed: \(result)")
         case .discarded(let queueName, _, _):
             currentView.withLock { _ = $0.inFlight.removeValue(forKey: queueName) }
+        case .leaseLost(let queueName, let key, let collection):
+            currentView.withLock { _ = $0.inFlight.removeValue(forKey: queueName) }
+            metrics.leasesLost.increment()
+            logger.warning(
+                "lost the lease on \(queueName) while \(collection)/\(key) ran: another worker took the queue over; the outcome was not stored and the action runs there again"
+            )
         case .undecodable(let queueName, let key, let collection):
             logger.error("action \(collection)/\(key) of \(queueName) does not decode as \(Handler.Action.self); pausing its queue until restarted")
         case .storageFailed(let operation, let queueNames, let message, let retryIn):
@@ -356,6 +407,7 @@ struct BrokerMetrics: Sendable {
     let retried: Counter
     let queueWait: Metrics.Timer
     let handleDuration: Metrics.Timer
+    let leasesLost: Counter
 
     init(broker: String) {
         self.broker = broker
@@ -365,6 +417,7 @@ struct BrokerMetrics: Sendable {
         retried = Counter(label: "taskbroker_actions_retried", dimensions: dimensions)
         queueWait = Metrics.Timer(label: "taskbroker_queue_wait", dimensions: dimensions)
         handleDuration = Metrics.Timer(label: "taskbroker_handle_duration", dimensions: dimensions)
+        leasesLost = Counter(label: "taskbroker_leases_lost", dimensions: dimensions)
     }
 
     /// Failed storage operations of one kind (each retried after a backoff).

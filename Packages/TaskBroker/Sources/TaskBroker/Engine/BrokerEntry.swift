@@ -40,6 +40,8 @@ enum BrokerChange: Sendable {
     case saved(BrokerEntry)
     /// An action was deleted (cancelled).
     case deleted(StoredTask)
+    /// An action completed: a worker holding its queue's lease stored its success (shared backends).
+    case completed(StoredTask)
     /// The pauses of these queues were cleared.
     case resumed([String])
     /// Every action of this queue was deleted.

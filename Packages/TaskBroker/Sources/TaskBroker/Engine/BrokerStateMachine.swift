@@ -41,8 +41,8 @@ struct BrokerStateMachine {
         case loadFailed([String], message: String)
         /// Committed changes, in commit order.
         case changes([BrokerChange])
-        /// The claim of these heads answered, one `Bool` per head.
-        case claimed([StoredTask], granted: [Bool])
+        /// The claim of these heads answered, one result per head.
+        case claimed([StoredTask], results: [TaskClaimResult])
         /// The claim of these heads failed.
         case claimFailed([StoredTask], message: String)
         /// These outcomes are committed.
@@ -51,8 +51,13 @@ struct BrokerStateMachine {
         case storeFailed([BrokerOutcome], message: String)
         /// A timer the machine started has fired.
         case timerFired(UInt64)
-        /// Another worker holds these queues now (shared backends): forget them.
+        /// Another worker took these queues over (shared backends): the outcome of the action in
+        /// flight was not stored; read the queues again.
         case leaseLost([String])
+        /// The actions in flight in these queues were deleted or replaced in storage before their
+        /// outcome was stored (shared backends; the change itself is still on its way): nothing was
+        /// stored for them; read the queues again.
+        case outdated([String])
         /// Stop taking actions; finish once the running ones are stored.
         case shutdown
         /// The shutdown timeout passed: give up on running handlers.
@@ -114,8 +119,14 @@ struct BrokerStateMachine {
         var loadedThrough: Int64 = 0
         /// Waiting for a claim to be tried again.
         var blocked = false
-        /// The lease was lost while `held` was in flight: drop the queue once its outcome arrives.
+        /// Another worker holds the queue's lease: the timer that reads it again once the lease
+        /// may have expired (a change to the queue reads it at once).
+        var leaseWait: UInt64?
+        /// The lease was lost while `held` was in flight: read the queue again once its outcome arrives.
         var released = false
+        /// Storage found `held` deleted or replaced when its outcome was stored: discard the outcome
+        /// and read the queue again.
+        var outdated = false
 
         struct Load {
             /// Changes that arrived during the read, applied after it.
@@ -134,6 +145,7 @@ struct BrokerStateMachine {
         case retryLoad([String])
         case retryClaim([String])
         case retryStore([BrokerOutcome])
+        case leaseExpiry(String)
     }
 
     let configuration: Configuration
@@ -141,31 +153,29 @@ struct BrokerStateMachine {
     /// process). Asked once per queue name.
     let accepts: (String) -> Bool
 
-    private(set) var queues: [String: Queue] = [:]
-    private(set) var phase = Phase.running
+    var queues: [String: Queue] = [:]
+    var phase = Phase.running
     /// Queues with an action in flight.
-    private(set) var running = 0
-    private var ignored: Set<String> = []
-    private var ready: [String] = []
-    private var readyHead = 0
-    private var readySet: Set<String> = []
+    var running = 0
+    var ignored: Set<String> = []
+    var ready: [String] = []
+    var readyHead = 0
+    var readySet: Set<String> = []
     /// Which queue holds each action the broker knows of (waiting or held).
-    private var locations: [BrokerActionID: String] = [:]
-    private var timers: [UInt64: TimerPurpose] = [:]
-    private var nextToken: UInt64 = 0
+    var locations: [BrokerActionID: String] = [:]
+    var timers: [UInt64: TimerPurpose] = [:]
+    var nextToken: UInt64 = 0
     /// Consecutive failures per storage operation, for the backoff.
-    private var failures: [TaskStorageOperation: Int] = [:]
+    var failures: [TaskStorageOperation: Int] = [:]
     /// The queues each failing operation holds up.
-    private var failing: [TaskStorageOperation: Set<String>] = [:]
-    private var loadsToIssue: [String] = []
+    var failing: [TaskStorageOperation: Set<String>] = [:]
+    var loadsToIssue: [String] = []
 
     init(configuration: Configuration, accepts: @escaping (String) -> Bool) {
         self.configuration = configuration
         self.accepts = accepts
     }
 
-    /// Whether a timer is pending (for tests).
-    var timerCount: Int { timers.count }
 
     // MARK: - Inputs
 
@@ -205,8 +215,8 @@ struct BrokerStateMachine {
             for change in changes {
                 apply(change, into: &out)
             }
-        case .claimed(let heads, let granted):
-            claimed(heads, granted: granted, into: &out)
+        case .claimed(let heads, let results):
+            claimed(heads, results: results, into: &out)
         case .claimFailed(let heads, let message):
             claimFailed(heads, message: message, into: &out)
         case .stored(let outcomes):
@@ -218,6 +228,10 @@ struct BrokerStateMachine {
         case .leaseLost(let queueNames):
             for queueName in queueNames {
                 leaseLost(queueName, into: &out)
+            }
+        case .outdated(let queueNames):
+            for queueName in queueNames where queues[queueName]?.inFlight == true {
+                queues[queueName]?.outdated = true
             }
         case .shutdown:
             if phase == .running { phase = .stopping }
@@ -233,542 +247,16 @@ struct BrokerStateMachine {
         }
     }
 
-    private mutating func finish(into out: inout [Output]) {
+    mutating func finish(into out: inout [Output]) {
         phase = .finished
         cancelAllTimers(into: &out)
         out.append(.finish)
     }
 
-    private mutating func cancelAllTimers(into out: inout [Output]) {
+    mutating func cancelAllTimers(into out: inout [Output]) {
         for token in timers.keys.sorted() {
             out.append(.cancelTimer(token))
         }
         timers = [:]
-    }
-
-    // MARK: - Starting actions
-
-    /// Takes the heads of ready queues, up to the cap, longest-waiting queue first; claims them
-    /// (shared backends) or runs them.
-    private mutating func launch(into out: inout [Output]) {
-        var picks: [BrokerEntry] = []
-        while running < configuration.maxConcurrentQueues, readyHead < ready.count {
-            let queueName = ready[readyHead]
-            readyHead += 1
-            readySet.remove(queueName)
-            guard var state = queues.removeValue(forKey: queueName) else { continue }
-            if let pick = take(from: &state, queueName, into: &out) {
-                state.inFlight = true
-                running += 1
-                picks.append(pick)
-            }
-            queues[queueName] = state
-        }
-        if readyHead > 1024, readyHead * 2 > ready.count {
-            ready.removeFirst(readyHead)
-            readyHead = 0
-        }
-        guard !picks.isEmpty else { return }
-        if configuration.claimsHeads {
-            out.append(.claim(picks.map(\.task)))
-        } else {
-            start(picks, into: &out)
-        }
-    }
-
-    /// The queue's head if it may run now; moves the first waiting action to the sticky head.
-    private mutating func take(from state: inout Queue, _ queueName: String, into out: inout [Output]) -> BrokerEntry? {
-        guard state.load == nil, !state.inFlight, !state.blocked else { return nil }
-        if state.held == nil, state.head < state.waiting.count {
-            state.held = state.waiting[state.head]
-            state.head += 1
-            if state.head > 1024, state.head * 2 > state.waiting.count {
-                state.waiting.removeFirst(state.head)
-                state.head = 0
-            }
-        }
-        guard let held = state.held else { return nil }
-        if let pause = held.task.pause {
-            if case .until(let date) = pause, state.timer == nil {
-                state.timer = startTimer(.pause(queueName), .until(date), into: &out)
-            }
-            return nil
-        }
-        return held
-    }
-
-    /// Reports and runs heads that may run (claimed, or not needing a claim).
-    private mutating func start(_ picks: [BrokerEntry], into out: inout [Output]) {
-        var runs: [BrokerEntry] = []
-        var undecodable: [BrokerOutcome] = []
-        runs.reserveCapacity(picks.count)
-        for pick in picks {
-            let task = pick.task
-            out.append(.emit(.started(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.attempts + 1)))
-            if pick.action == nil {
-                // It cannot run: pause its queue until restarted, durably.
-                out.append(.emit(.undecodable(queueName: task.queueName, key: task.key, collection: task.collection)))
-                undecodable.append(BrokerOutcome(task: task, result: .waitForRestart, pause: .untilRestart))
-            } else {
-                runs.append(pick)
-            }
-        }
-        if !runs.isEmpty { out.append(.run(runs)) }
-        if !undecodable.isEmpty { out.append(.store(undecodable)) }
-    }
-
-    private mutating func claimed(_ heads: [StoredTask], granted: [Bool], into out: inout [Output]) {
-        recovered(.claim, heads.map(\.queueName), into: &out)
-        var runs: [BrokerEntry] = []
-        for (index, head) in heads.enumerated() {
-            let queueName = head.queueName
-            guard var state = queues.removeValue(forKey: queueName) else { continue }
-            defer { queues[queueName] = state }
-            guard state.inFlight else { continue }
-            guard let held = state.held, held.id == BrokerActionID(head), held.task.revision == head.revision,
-                  !state.released, phase == .running else {
-                // Deleted, replaced or released while the claim ran, or the broker is stopping: not started.
-                endFlight(&state)
-                markReadyLater(queueName)
-                continue
-            }
-            if index < granted.count, granted[index] {
-                runs.append(held)
-            } else {
-                // The head is gone or changed, or another worker holds the queue: read it again.
-                endFlight(&state)
-                state.load = Queue.Load()
-                loadsToIssue.append(queueName)
-            }
-        }
-        flushReady()
-        start(runs, into: &out)
-    }
-
-    private mutating func claimFailed(_ heads: [StoredTask], message: String, into out: inout [Output]) {
-        let delay = backoff(after: .claim)
-        var names: [String] = []
-        for head in heads {
-            guard var state = queues.removeValue(forKey: head.queueName) else { continue }
-            if state.inFlight {
-                endFlight(&state)
-                state.blocked = true
-                names.append(head.queueName)
-            }
-            queues[head.queueName] = state
-        }
-        guard !names.isEmpty else { return }
-        failing[.claim, default: []].formUnion(names)
-        _ = startTimer(.retryClaim(names), .after(delay), into: &out)
-        out.append(.emit(.storageFailed(operation: .claim, queueNames: names, message: message, retryIn: delay)))
-    }
-
-    // MARK: - Outcomes
-
-    private mutating func stored(_ outcomes: [BrokerOutcome], into out: inout [Output]) {
-        recovered(.store, outcomes.map(\.task.queueName), into: &out)
-        for outcome in outcomes {
-            let task = outcome.task
-            let queueName = task.queueName
-            guard var state = queues.removeValue(forKey: queueName) else { continue }
-            guard state.inFlight else {
-                queues[queueName] = state
-                continue
-            }
-            endFlight(&state)
-            if state.released {
-                // Another worker holds the queue now; its state is theirs.
-                for entry in state.waiting[state.head...] where locations[entry.id] == queueName {
-                    locations[entry.id] = nil
-                }
-                out.append(.emit(.discarded(queueName: queueName, key: task.key, collection: task.collection)))
-                continue
-            }
-            guard var held = state.held, held.id == BrokerActionID(task), held.task.revision == task.revision else {
-                // Deleted or replaced while it ran: the store changed nothing; the new version runs next.
-                queues[queueName] = state
-                out.append(.emit(.discarded(queueName: queueName, key: task.key, collection: task.collection)))
-                markReady(queueName)
-                continue
-            }
-            switch outcome.result {
-            case .success:
-                state.held = nil
-                locations[held.id] = nil
-                queues[queueName] = state
-                out.append(.emit(.succeeded(queueName: queueName, key: task.key, collection: task.collection)))
-            case .retry, .waitForRestart:
-                held.task.attempts += 1
-                held.task.pause = outcome.pause
-                state.held = held
-                if case .until(let date)? = outcome.pause {
-                    state.timer = startTimer(.pause(queueName), .until(date), into: &out)
-                }
-                queues[queueName] = state
-                out.append(.emit(.failed(queueName: queueName, key: task.key, collection: task.collection, result: outcome.result)))
-            }
-            markReady(queueName)
-        }
-    }
-
-    private mutating func storeFailed(_ outcomes: [BrokerOutcome], message: String, into out: inout [Output]) {
-        let names = outcomes.map(\.task.queueName)
-        guard phase != .abandoning else {
-            out.append(.emit(.storageFailed(operation: .store, queueNames: names, message: message, retryIn: .zero)))
-            return
-        }
-        // The queues stay in flight: nothing else of theirs runs until the outcome is stored.
-        let delay = backoff(after: .store)
-        failing[.store, default: []].formUnion(names)
-        _ = startTimer(.retryStore(outcomes), .after(delay), into: &out)
-        out.append(.emit(.storageFailed(operation: .store, queueNames: names, message: message, retryIn: delay)))
-    }
-
-    // MARK: - Reading queues
-
-    private mutating func loaded(_ queueName: String, _ entries: [BrokerEntry], into out: inout [Output]) {
-        guard var state = queues.removeValue(forKey: queueName) else { return }
-        guard let load = state.load else {
-            queues[queueName] = state
-            return
-        }
-        if load.again {
-            state.load = Queue.Load()
-            queues[queueName] = state
-            loadsToIssue.append(queueName)
-            return
-        }
-        state.load = nil
-        // Forget what the queue held before, except an action in flight.
-        for entry in state.waiting[state.head...] where locations[entry.id] == queueName {
-            locations[entry.id] = nil
-        }
-        if let held = state.held, !state.inFlight {
-            if locations[held.id] == queueName { locations[held.id] = nil }
-            state.held = nil
-        }
-        if let timer = state.timer {
-            cancelTimer(timer, into: &out)
-            state.timer = nil
-        }
-        state.waiting = []
-        state.head = 0
-        var list = entries
-        for entry in entries {
-            state.loadedThrough = max(state.loadedThrough, entry.task.revision)
-        }
-        if state.inFlight, let held = state.held, let index = list.firstIndex(where: { $0.id == held.id }) {
-            if list[index].task.revision == held.task.revision {
-                list.remove(at: index)  // the version in flight
-            } else {
-                state.held = nil  // replaced behind the broker's back: the run in flight is stale
-            }
-        }
-        for entry in list {
-            if let other = locations[entry.id], other != queueName {
-                removeEntry(entry.id, revision: nil, into: &out)
-            }
-            locations[entry.id] = queueName
-        }
-        if !state.inFlight, state.held == nil, let first = list.first, first.task.pause != nil {
-            state.held = first
-            list.removeFirst()
-            if case .until(let date)? = first.task.pause {
-                state.timer = startTimer(.pause(queueName), .until(date), into: &out)
-            }
-        }
-        state.waiting = list
-        queues[queueName] = state
-        for change in load.buffered {
-            if case .saved(let entry) = change, entry.task.revision <= state.loadedThrough { continue }
-            apply(change, into: &out)
-        }
-        markReady(queueName)
-    }
-
-    private mutating func loadFailed(_ queueNames: [String], message: String, into out: inout [Output]) {
-        let delay = backoff(after: .load)
-        var names: [String] = []
-        for queueName in queueNames {
-            guard queues[queueName]?.load != nil else { continue }
-            // The retry reads everything anew: nothing buffered is lost, nothing needs a second read.
-            queues[queueName]?.load?.inProgress = false
-            queues[queueName]?.load?.again = false
-            names.append(queueName)
-        }
-        guard !names.isEmpty else { return }
-        failing[.load, default: []].formUnion(names)
-        _ = startTimer(.retryLoad(names), .after(delay), into: &out)
-        out.append(.emit(.storageFailed(operation: .load, queueNames: names, message: message, retryIn: delay)))
-    }
-
-    /// Reads a queue (again): a new queue is created loading; a loaded one stops taking actions
-    /// until the read ends; one being read is read once more after.
-    private mutating func reload(_ queueName: String) {
-        guard var state = queues.removeValue(forKey: queueName) else {
-            guard !ignored.contains(queueName) else { return }
-            guard accepts(queueName) else {
-                ignored.insert(queueName)
-                return
-            }
-            queues[queueName] = Queue(load: Queue.Load())
-            loadsToIssue.append(queueName)
-            return
-        }
-        if state.load == nil {
-            state.load = Queue.Load()
-            loadsToIssue.append(queueName)
-        } else if state.load?.inProgress == true {
-            state.load?.again = true
-        }
-        queues[queueName] = state
-    }
-
-    // MARK: - Changes
-
-    private mutating func apply(_ change: BrokerChange, into out: inout [Output]) {
-        switch change {
-        case .saved(let entry):
-            saved(entry, into: &out)
-        case .deleted(let task):
-            if queues[task.queueName]?.load != nil {
-                queues[task.queueName]?.load?.buffered.append(change)
-                return
-            }
-            let id = BrokerActionID(task)
-            let queueName = locations[id]
-            removeEntry(id, revision: task.revision, into: &out)
-            if let queueName { markReady(queueName) }
-        case .resumed(let queueNames):
-            for queueName in queueNames {
-                guard let state = queues[queueName] else { continue }
-                if state.load != nil {
-                    queues[queueName]?.load?.buffered.append(.resumed([queueName]))
-                } else {
-                    clearPause(queueName, into: &out)
-                }
-            }
-        case .purged(let queueName):
-            guard var state = queues.removeValue(forKey: queueName) else { return }
-            if state.load != nil {
-                // What the read returns may predate the purge: read again.
-                if state.load?.inProgress == true { state.load?.again = true }
-                state.load?.buffered = []
-                queues[queueName] = state
-                return
-            }
-            for entry in state.waiting[state.head...] where locations[entry.id] == queueName {
-                locations[entry.id] = nil
-            }
-            state.waiting = []
-            state.head = 0
-            if let held = state.held {
-                if locations[held.id] == queueName { locations[held.id] = nil }
-                state.held = nil  // if it is in flight, its outcome is discarded
-            }
-            if let timer = state.timer {
-                cancelTimer(timer, into: &out)
-                state.timer = nil
-            }
-            queues[queueName] = state
-        case .reload(let queueNames):
-            for queueName in queueNames {
-                reload(queueName)
-            }
-        }
-    }
-
-    private mutating func saved(_ entry: BrokerEntry, into out: inout [Output]) {
-        let queueName = entry.task.queueName
-        let id = entry.id
-        if let known = knownRevision(of: id), known >= entry.task.revision {
-            return  // a newer version is already known (notifications can arrive out of commit order)
-        }
-        guard let state = queues[queueName] else {
-            // Moved out of one of this broker's queues, or a queue this broker has not seen yet.
-            let previous = locations[id]
-            removeEntry(id, revision: nil, into: &out)
-            if let previous { markReady(previous) }
-            reload(queueName)
-            queues[queueName]?.load?.buffered.append(.saved(entry))
-            return
-        }
-        if state.load != nil {
-            if let other = locations[id], other != queueName {
-                removeEntry(id, revision: nil, into: &out)
-                markReady(other)
-            }
-            queues[queueName]?.load?.buffered.append(.saved(entry))
-            return
-        }
-        if entry.task.revision <= state.loadedThrough {
-            return  // the read of this queue already saw this save, or what replaced it
-        }
-        let previous = locations[id]
-        removeEntry(id, revision: nil, into: &out)
-        if let previous, previous != queueName { markReady(previous) }
-        guard var current = queues.removeValue(forKey: queueName) else { return }
-        // Binary search for the first waiting action the new one runs before; equal ones stay in front.
-        var low = current.head
-        var high = current.waiting.count
-        while low < high {
-            let middle = (low + high) / 2
-            if entry.runs(before: current.waiting[middle]) { high = middle } else { low = middle + 1 }
-        }
-        current.waiting.insert(entry, at: low)
-        queues[queueName] = current
-        locations[id] = queueName
-        markReady(queueName)
-    }
-
-    /// The revision of the version of an action the broker holds (waiting or held).
-    private func knownRevision(of id: BrokerActionID) -> Int64? {
-        guard let queueName = locations[id], let state = queues[queueName] else { return nil }
-        if let held = state.held, held.id == id { return held.task.revision }
-        return state.waiting[state.head...].first { $0.id == id }?.task.revision
-    }
-
-    /// Removes the known version of an action (any version when `revision` is `nil`) from
-    /// whichever queue holds it. A removed action in flight keeps running; its outcome is discarded.
-    private mutating func removeEntry(_ id: BrokerActionID, revision: Int64?, into out: inout [Output]) {
-        guard let queueName = locations[id], var state = queues.removeValue(forKey: queueName) else { return }
-        defer { queues[queueName] = state }
-        if let held = state.held, held.id == id, revision == nil || held.task.revision == revision {
-            locations[id] = nil
-            state.held = nil
-            if let timer = state.timer {
-                cancelTimer(timer, into: &out)
-                state.timer = nil
-            }
-            return
-        }
-        if let index = state.waiting[state.head...].firstIndex(where: { $0.id == id && (revision == nil || $0.task.revision == revision) }) {
-            locations[id] = nil
-            state.waiting.remove(at: index)
-        }
-    }
-
-    private mutating func clearPause(_ queueName: String, into out: inout [Output]) {
-        guard var state = queues.removeValue(forKey: queueName) else { return }
-        if let timer = state.timer {
-            cancelTimer(timer, into: &out)
-            state.timer = nil
-        }
-        let wasPaused = state.held?.task.pause != nil
-        state.held?.task.pause = nil
-        queues[queueName] = state
-        if wasPaused { out.append(.emit(.resumed(queueName: queueName))) }
-        markReady(queueName)
-    }
-
-    private mutating func leaseLost(_ queueName: String, into out: inout [Output]) {
-        guard var state = queues.removeValue(forKey: queueName) else { return }
-        if let timer = state.timer {
-            cancelTimer(timer, into: &out)
-        }
-        for entry in state.waiting[state.head...] where locations[entry.id] == queueName {
-            locations[entry.id] = nil
-        }
-        if let held = state.held, locations[held.id] == queueName { locations[held.id] = nil }
-        guard state.inFlight else { return }
-        state.released = true
-        state.waiting = []
-        state.head = 0
-        state.timer = nil
-        queues[queueName] = state
-    }
-
-    // MARK: - Timers
-
-    private mutating func startTimer(_ purpose: TimerPurpose, _ delay: TimerDelay, into out: inout [Output]) -> UInt64 {
-        nextToken += 1
-        timers[nextToken] = purpose
-        out.append(.startTimer(nextToken, delay))
-        return nextToken
-    }
-
-    private mutating func cancelTimer(_ token: UInt64, into out: inout [Output]) {
-        if timers.removeValue(forKey: token) != nil {
-            out.append(.cancelTimer(token))
-        }
-    }
-
-    private mutating func timerFired(_ token: UInt64, into out: inout [Output]) {
-        guard let purpose = timers.removeValue(forKey: token) else { return }
-        switch purpose {
-        case .pause(let queueName):
-            guard var state = queues.removeValue(forKey: queueName) else { return }
-            guard state.timer == token else {
-                queues[queueName] = state
-                return
-            }
-            state.timer = nil
-            state.held?.task.pause = nil
-            queues[queueName] = state
-            out.append(.emit(.resumed(queueName: queueName)))
-            markReady(queueName)
-        case .retryLoad(let queueNames):
-            for queueName in queueNames where queues[queueName]?.load?.inProgress == false {
-                queues[queueName]?.load?.inProgress = true
-                loadsToIssue.append(queueName)
-            }
-        case .retryClaim(let queueNames):
-            for queueName in queueNames {
-                queues[queueName]?.blocked = false
-                markReady(queueName)
-            }
-        case .retryStore(let outcomes):
-            out.append(.store(outcomes))
-        }
-    }
-
-    // MARK: - Helpers
-
-    private mutating func endFlight(_ state: inout Queue) {
-        state.inFlight = false
-        running -= 1
-    }
-
-    /// Queues marked ready while their state was taken out of `queues`.
-    private var deferredReady: [String] = []
-
-    private mutating func markReadyLater(_ queueName: String) {
-        deferredReady.append(queueName)
-    }
-
-    private mutating func flushReady() {
-        let names = deferredReady
-        deferredReady = []
-        for queueName in names {
-            markReady(queueName)
-        }
-    }
-
-    /// Puts a queue at the back of the ready line if its head may run.
-    private mutating func markReady(_ queueName: String) {
-        guard !readySet.contains(queueName), let state = queues[queueName], state.load == nil, !state.inFlight,
-              !state.blocked, state.pending > 0 else { return }
-        if let held = state.held, held.task.pause != nil { return }
-        ready.append(queueName)
-        readySet.insert(queueName)
-    }
-
-    private mutating func backoff(after operation: TaskStorageOperation) -> Duration {
-        let count = failures[operation, default: 0] + 1
-        failures[operation] = count
-        return configuration.storageBackoff.delay(afterFailures: count)
-    }
-
-    /// An operation succeeded for these queues: reset its backoff, and report the queues it held up.
-    private mutating func recovered(_ operation: TaskStorageOperation, _ queueNames: @autoclosure () -> [String], into out: inout [Output]) {
-        guard failures[operation] != nil || failing[operation] != nil else { return }
-        failures[operation] = nil
-        let queueNames = queueNames()
-        guard var held = failing[operation] else { return }
-        let names = queueNames.filter { held.remove($0) != nil }
-        failing[operation] = held.isEmpty ? nil : held
-        if !names.isEmpty {
-            out.append(.emit(.storageRecovered(operation: operation, queueNames: names)))
-        }
     }
 }

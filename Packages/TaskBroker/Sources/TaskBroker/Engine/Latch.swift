@@ -9,8 +9,6 @@ final class Latch: Sendable {
 
     private let state = Mutex(State())
 
-    var isOpen: Bool { state.withLock { $0.isOpen } }
-
     func open() {
         let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.isOpen = true

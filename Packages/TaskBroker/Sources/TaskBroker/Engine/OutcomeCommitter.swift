@@ -92,8 +92,14 @@ final class AsyncOutcomeCommitter: OutcomeCommitter {
     func run() async {
         while let batch = await inbox.next() {
             do {
-                try await storage.finish(batch.map(\.stored), owner: owner)
-                mailbox.post(.stored(batch))
+                let report = try await storage.finish(batch.map(\.stored), owner: owner)
+                var inputs: [BrokerStateMachine.Input] = []
+                // Refused by the lease's fencing epoch: those queues were taken over.
+                if !report.fenced.isEmpty { inputs.append(.leaseLost(report.fenced.sorted())) }
+                // Deleted or replaced before the outcome arrived (the change is still on its way).
+                if !report.outdated.isEmpty { inputs.append(.outdated(report.outdated.sorted())) }
+                inputs.append(.stored(batch))
+                mailbox.post(contentsOf: inputs)
             } catch {
                 mailbox.post(.storeFailed(batch, message: "\(error)"))
             }

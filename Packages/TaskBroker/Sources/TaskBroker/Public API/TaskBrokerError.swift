@@ -31,6 +31,12 @@ public struct TaskBrokerError: Error, Sendable, CustomStringConvertible {
         /// (``TaskDatabase/Configuration/createsMissingFile`` is `false`).
         public static let databaseNotFound = Code("databaseNotFound")
 
+        /// The database server could not be reached or refused the connection (a wrong password,
+        /// an unreachable host, a missing database); the message names the host and what to check.
+        public static let connectionFailed = Code("connectionFailed")
+        /// A configuration value (a database URL, a schema name) is not usable.
+        public static let invalidConfiguration = Code("invalidConfiguration")
+
         public var description: String { name }
     }
 

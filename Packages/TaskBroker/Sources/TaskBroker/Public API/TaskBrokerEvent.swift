@@ -12,6 +12,10 @@ public enum TaskBrokerEvent: Sendable, Hashable {
     case failed(queueName: String, key: String, collection: String, result: TaskResult)
     /// The action was deleted or replaced while it ran: its outcome was ignored.
     case discarded(queueName: String, key: String, collection: String)
+    /// Shared backends: another worker took the queue over while this action ran (this worker's
+    /// lease expired: it was cut off from the database longer than the lease). The outcome was not
+    /// stored (the lease's fencing epoch refused it) and the other worker runs the action again.
+    case leaseLost(queueName: String, key: String, collection: String)
     /// A stored action could not be decoded as the handler's action type; its queue is paused
     /// until restarted.
     case undecodable(queueName: String, key: String, collection: String)

@@ -82,6 +82,17 @@ public final class TaskDatabase: Sendable {
     /// watching for other processes' changes.
     func register(_ claim: BrokerClaim) async throws -> BrokerRegistration {
         let brokerID = try registry.register(claim)
+        if storage.isShared {
+            // Brokers of the same name on other connections or in other processes are workers of
+            // one pool: the leases keep them apart. Listen before the stored queues are listed.
+            do {
+                try await hub.retainFeed(storage)
+            } catch {
+                registry.unregister(brokerID)
+                throw error
+            }
+            return BrokerRegistration(brokerID: brokerID, claim: claim, hub: hub, watches: false, feeds: true)
+        }
         guard let sqlite, let locks = hub.locks else {
             return BrokerRegistration(brokerID: brokerID, claim: claim, hub: hub, watches: false)
         }
@@ -109,6 +120,13 @@ public final class TaskDatabase: Sendable {
             throw error
         }
         return BrokerRegistration(brokerID: brokerID, claim: claim, hub: hub, watches: true)
+    }
+
+    /// Delivers changes made through this database to its brokers, unless the backend's change
+    /// feed delivers them (shared backends: every process sees every commit the same way).
+    private func publish(_ changes: [TaskChange]) {
+        guard !storage.isShared else { return }
+        hub.publish(changes)
     }
 
     /// Opens (or creates) the SQLite file at `path` in WAL mode and brings its schema up to date.
@@ -147,7 +165,7 @@ public final class TaskDatabase: Sendable {
         let encoder = JSONEncoder()
         let tasks = try actions.map { try NewTask(encoding: $0, with: encoder) }
         let stored = try await storage.save(tasks)
-        hub.publish(stored.map { .saved($0) })
+        publish(stored.map { .saved($0) })
     }
 
     /// Deletes an action: it is cancelled. If a broker is running it, it is not run again and its
@@ -161,7 +179,7 @@ public final class TaskDatabase: Sendable {
     @discardableResult
     public func delete(key: String, collection: String) async throws -> Bool {
         guard let deleted = try await storage.delete(key: key, collection: collection) else { return false }
-        hub.publish([.deleted(deleted)])
+        publish([.deleted(deleted)])
         return true
     }
 
@@ -213,7 +231,7 @@ public final class TaskDatabase: Sendable {
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
     public func restartQueues(_ queueNames: [String]) async throws {
         let resumed = try await storage.resume(queues: queueNames)
-        hub.publish([.resumed(queueNames: queueNames, tasks: resumed)])
+        publish([.resumed(queueNames: queueNames, tasks: resumed)])
     }
 
     /// Deletes every action of a queue.
@@ -224,7 +242,7 @@ public final class TaskDatabase: Sendable {
     @discardableResult
     public func purge(queueName: String) async throws -> Int {
         let count = try await storage.purge(queue: queueName)
-        hub.publish([.purged(queueName: queueName)])
+        publish([.purged(queueName: queueName)])
         return count
     }
 

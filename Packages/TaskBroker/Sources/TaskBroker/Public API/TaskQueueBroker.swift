@@ -30,7 +30,9 @@ public final class TaskQueueBroker: Service, Sendable {
         public var maxConcurrentQueues: Int
         /// How long ``shutdown()`` waits for running handlers before it cancels them. Defaults to 30 s.
         public var shutdownTimeout: Duration
-        /// How long a claim on a queue lasts on a backend shared by several processes. Defaults to 60 s.
+        /// How long a claim on a queue lasts on a backend shared by several processes, unless the
+        /// backend sets its own (TaskBrokerPostgres does: `PostgresConfiguration.leaseDuration`).
+        /// The broker renews the leases of its running actions every third of it. Defaults to 60 s.
         public var leaseDuration: Duration
         /// Where the broker logs; silent by default.
         public var logger: Logger

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 public import GRDB
 
 /// One write transaction of ``TaskDatabase/write(_:)``: your own SQL through ``db``, actions
@@ -41,7 +41,14 @@ public final class TaskTransaction {
 extension TaskTransaction: Sendable {}
 
 extension NewTask {
-    init<Action: TaskQueueAction>(encoding action: Action, with encoder: JSONEncoder) throws {
+    /// Encodes an action for storage, as `TaskDatabase.save(_:)` does (for backends'
+    /// own transaction types).
+    ///
+    /// - Parameters:
+    ///   - action: The action.
+    ///   - encoder: The JSON encoder to use.
+    /// - Throws: ``TaskBrokerError`` with code `.encodingFailed` when the action does not encode.
+    public init<Action: TaskQueueAction>(encoding action: Action, with encoder: JSONEncoder) throws {
         let payload: Data
         do {
             payload = try encoder.encode(action)

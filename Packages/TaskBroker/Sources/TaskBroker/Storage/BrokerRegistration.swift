@@ -8,13 +8,15 @@ final class BrokerRegistration: Sendable {
     private let claim: BrokerClaim
     private let hub: DatabaseHub
     private let watches: Bool
+    private let feeds: Bool
     private let state = Mutex<(listener: UInt64?, cancelled: Bool)>((nil, false))
 
-    init(brokerID: UInt64, claim: BrokerClaim, hub: DatabaseHub, watches: Bool) {
+    init(brokerID: UInt64, claim: BrokerClaim, hub: DatabaseHub, watches: Bool, feeds: Bool = false) {
         self.brokerID = brokerID
         self.claim = claim
         self.hub = hub
         self.watches = watches
+        self.feeds = feeds
     }
 
     /// Takes the stored queues the broker claims.
@@ -46,5 +48,6 @@ final class BrokerRegistration: Sendable {
         hub.registry.unregister(brokerID)
         hub.locks?.unlock(claim.name)
         if watches { hub.releaseWatcher() }
+        if feeds { hub.releaseFeed() }
     }
 }

@@ -4,10 +4,23 @@ import Synchronization
 enum TaskChange: Sendable {
     case saved(StoredTask)
     case deleted(StoredTask)
+    /// An action completed (reported by a shared backend's change feed).
+    case completed(StoredTask)
     case resumed(queueNames: [String], tasks: [StoredTask])
     case purged(queueName: String)
-    /// Another process changed these queues (seen through the SQLite file's change journal).
+    /// Another process changed these queues (seen through the SQLite file's change journal or a
+    /// shared backend's change feed).
     case external(queueNames: [String])
+}
+
+extension TaskChange {
+    /// What a shared backend's change means to the brokers.
+    static func changes(from change: TaskStorageChange) -> [TaskChange] {
+        switch change {
+        case .queuesChanged(let queueNames): [.external(queueNames: queueNames)]
+        case .completed(let tasks): tasks.map { .completed($0) }
+        }
+    }
 }
 
 /// Delivers committed changes to the brokers of one database.

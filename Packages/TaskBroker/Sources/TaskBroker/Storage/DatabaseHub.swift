@@ -10,6 +10,9 @@ final class DatabaseHub: Sendable {
     /// The cross-process broker locks of an SQLite file (`nil` for other backends).
     let locks: SQLiteBrokerLocks?
     private let watcher = Mutex<(users: Int, watcher: ExternalChangeWatcher?)>((0, nil))
+    /// The change feed of a shared backend: how many brokers use it, and the task that starts it
+    /// (its value is the task that delivers the feed to the notifier).
+    private let feed = Mutex<(users: Int, start: Task<Task<Void, Never>, any Error>?)>((0, nil))
 
     private static let byPath = Mutex<[String: DatabaseHub]>([:])
 
@@ -46,6 +49,49 @@ final class DatabaseHub: Sendable {
             }
             state.users += 1
         }
+    }
+
+    /// Starts delivering a shared backend's change feed to this process's brokers (once for all
+    /// of them); returns when the backend listens.
+    ///
+    /// - Throws: What the backend throws when it cannot listen; nothing is retained then.
+    func retainFeed(_ storage: any TaskStorage) async throws {
+        let notifier = self.notifier
+        let start = feed.withLock { state in
+            state.users += 1
+            if let start = state.start { return start }
+            let start = Task { () throws -> Task<Void, Never> in
+                guard let stream = try await storage.changes() else { return Task {} }
+                return Task {
+                    for await batch in stream {
+                        notifier.notify(batch.flatMap(TaskChange.changes(from:)))
+                    }
+                }
+            }
+            state.start = start
+            return start
+        }
+        do {
+            _ = try await start.value
+        } catch {
+            feed.withLock { state in
+                state.users -= 1
+                if state.start == start { state.start = nil }
+            }
+            throw error
+        }
+    }
+
+    /// Stops delivering the change feed once no broker needs it.
+    func releaseFeed() {
+        let stopped = feed.withLock { state -> Task<Task<Void, Never>, any Error>? in
+            state.users -= 1
+            guard state.users == 0 else { return nil }
+            defer { state.start = nil }
+            return state.start
+        }
+        guard let stopped else { return }
+        Task { try? await stopped.value.cancel() }
     }
 
     /// Stops watching once no broker needs it.

@@ -137,22 +137,29 @@ public protocol TaskStorage: Sendable {
     /// - Parameters:
     ///   - heads: The actions to run, at most one per queue.
     ///   - owner: A name unique to the claiming broker.
-    ///   - leaseDuration: How long a lease on each queue lasts unless renewed (shared backends).
-    /// - Returns: For each head, whether it may run: `false` when its revision is gone or changed,
-    ///   or another owner holds its queue.
+    ///   - leaseDuration: How long a lease on each queue lasts unless renewed (shared backends
+    ///     that do not set their own).
+    /// - Returns: For each head, in order: ``TaskClaimResult/granted`` when it may run,
+    ///   ``TaskClaimResult/changed`` when its revision is gone, changed or paused,
+    ///   ``TaskClaimResult/heldElsewhere(until:)`` when another owner holds its queue's lease.
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
-    func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration) async throws -> [Bool]
+    func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration) async throws -> [TaskClaimResult]
 
     /// Stores the outcomes of finished actions, all in one transaction, and releases their claims.
     ///
     /// Each outcome applies only if the action's revision is still the stored one: a deleted or
-    /// re-saved action is left as it is.
+    /// re-saved action is left as it is. On a shared backend it applies only if `owner` still
+    /// holds the queue's lease under the epoch of its claim: an outcome from a worker whose lease
+    /// was taken over changes nothing.
     ///
     /// - Parameters:
     ///   - outcomes: What became of each action.
     ///   - owner: The broker that ran them.
+    /// - Returns: Which outcomes were not stored, and why (a backend that learns of changes only
+    ///   through this process, like the embedded one, may report nothing).
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`; nothing is stored then.
-    func finish(_ outcomes: [TaskOutcome], owner: String) async throws
+    @discardableResult
+    func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> TaskFinishReport
 
     /// Clears the pause of every action in the given queues.
     ///
@@ -172,4 +179,122 @@ public protocol TaskStorage: Sendable {
     ///
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
     func snapshot() async throws -> [TaskQueueSnapshot]
+
+    /// Every stored action of several queues, in enqueue order per queue (queues without actions
+    /// are absent). The default asks ``tasks(inQueue:)`` for each queue in turn.
+    ///
+    /// - Parameter queueNames: The queues.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
+    func tasks(inQueues queueNames: [String]) async throws -> [String: [StoredTask]]
+
+    /// The changes every process commits, for a backend shared by several processes; `nil` (the
+    /// default) for a backend whose changes are all made through this process's ``TaskDatabase``.
+    ///
+    /// When this returns, the backend already listens: a change committed from then on is in the
+    /// stream. A backend that loses its listening connection re-establishes it and then yields
+    /// ``TaskStorageChange/queuesChanged(_:)`` for every stored queue (a catch-up scan). Cancelling
+    /// the stream's consumer stops listening.
+    ///
+    /// With a change feed, ``TaskDatabase`` delivers changes to its brokers only through it, so
+    /// every process sees every commit the same way.
+    ///
+    /// - Throws: ``TaskBrokerError`` when listening cannot start.
+    func changes() async throws -> AsyncStream<[TaskStorageChange]>?
+
+    /// Whether several processes share this backend: claims are leases with a fencing epoch, and
+    /// every change reaches the brokers through ``changes()``. `false` by default.
+    var isShared: Bool { get }
+
+    /// The lease a shared backend grants on a claim, when the backend sets it (`nil`, the default:
+    /// the broker's ``TaskQueueBroker/Configuration/leaseDuration``). A broker renews the leases of
+    /// its running actions every third of it.
+    var leaseDuration: Duration? { get }
+
+    /// Extends the leases `owner` holds on queues whose action still runs (shared backends).
+    ///
+    /// - Parameters:
+    ///   - queueNames: The queues whose actions run.
+    ///   - owner: The broker that claimed them.
+    ///   - leaseDuration: How long each lease lasts from now.
+    /// - Returns: The queues whose lease `owner` no longer holds (another worker took them over);
+    ///   empty for a backend without leases (the default).
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`; the broker tries again at the next renewal.
+    func renew(_ queueNames: [String], owner: String, leaseDuration: Duration) async throws -> [String]
+}
+
+extension TaskStorage {
+    /// Reads the queues one at a time through ``tasks(inQueue:)``.
+    ///
+    /// - Parameter queueNames: The queues.
+    /// - Returns: The actions of each queue that has some.
+    /// - Throws: What ``tasks(inQueue:)`` throws.
+    public func tasks(inQueues queueNames: [String]) async throws -> [String: [StoredTask]] {
+        var result: [String: [StoredTask]] = [:]
+        for queueName in queueNames {
+            let tasks = try await tasks(inQueue: queueName)
+            if !tasks.isEmpty { result[queueName] = tasks }
+        }
+        return result
+    }
+
+    /// No change feed: every change is made through this process's ``TaskDatabase``.
+    ///
+    /// - Returns: `nil`.
+    public func changes() async throws -> AsyncStream<[TaskStorageChange]>? {
+        nil
+    }
+
+    /// Not shared: one process uses the backend.
+    public var isShared: Bool { false }
+
+    /// The broker's lease duration applies.
+    public var leaseDuration: Duration? { nil }
+
+    /// No leases to renew.
+    ///
+    /// - Returns: No lost queues.
+    public func renew(_ queueNames: [String], owner: String, leaseDuration: Duration) async throws -> [String] {
+        []
+    }
+}
+
+/// A backend's answer to the claim of one head (``TaskStorage/claim(_:owner:leaseDuration:)``).
+public enum TaskClaimResult: Sendable, Hashable {
+    /// The head may run: the claimant holds its queue (its lease, on a shared backend).
+    case granted
+    /// The head is gone, was replaced, or failed and paused since it was read: read the queue again.
+    case changed
+    /// Another worker holds the queue's lease until about this date (on this machine's clock):
+    /// try again then, or earlier if the queue changes.
+    case heldElsewhere(until: Date)
+}
+
+/// What ``TaskStorage/finish(_:owner:)`` did not store, by queue.
+public struct TaskFinishReport: Sendable, Hashable {
+    /// Queues whose outcome was refused because the claimant no longer holds their lease: another
+    /// worker took them over (its epoch is newer).
+    public var fenced: Set<String>
+    /// Queues whose action was deleted or replaced before its outcome arrived: nothing was stored
+    /// for it.
+    public var outdated: Set<String>
+
+    /// Creates a report.
+    ///
+    /// - Parameters:
+    ///   - fenced: Queues whose outcome the lease's epoch refused.
+    ///   - outdated: Queues whose action was deleted or replaced meanwhile.
+    public init(fenced: Set<String> = [], outdated: Set<String> = []) {
+        self.fenced = fenced
+        self.outdated = outdated
+    }
+}
+
+/// A change that a shared backend reports (``TaskStorage/changes()``), committed by any process.
+public enum TaskStorageChange: Sendable, Hashable {
+    /// The stored actions of these queues changed (saved, deleted, failed, resumed or purged):
+    /// read them again.
+    case queuesChanged([String])
+    /// These actions completed and were deleted (only `queueName`, `key`, `collection` and
+    /// `revision` are meaningful).
+    case completed([StoredTask])
 }

@@ -39,14 +39,14 @@ final class FlakyStorage: TaskStorage {
         return try await base.tasks(inQueue: queueName)
     }
 
-    func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration) async throws -> [Bool] {
+    func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration) async throws -> [TaskClaimResult] {
         try call(.claim)
         return try await base.claim(heads, owner: owner, leaseDuration: leaseDuration)
     }
 
-    func finish(_ outcomes: [TaskOutcome], owner: String) async throws {
+    func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> TaskFinishReport {
         try call(.store)
-        try await base.finish(outcomes, owner: owner)
+        return try await base.finish(outcomes, owner: owner)
     }
 
     func save(_ tasks: [NewTask]) async throws -> [StoredTask] { try await base.save(tasks) }

@@ -50,10 +50,10 @@ final class GatedStorage: TaskStorage {
     func save(_ tasks: [NewTask]) async throws -> [StoredTask] { try await base.save(tasks) }
     func delete(key: String, collection: String) async throws -> StoredTask? { try await base.delete(key: key, collection: collection) }
     func queueNames() async throws -> [String] { try await base.queueNames() }
-    func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration) async throws -> [Bool] {
+    func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration) async throws -> [TaskClaimResult] {
         try await base.claim(heads, owner: owner, leaseDuration: leaseDuration)
     }
-    func finish(_ outcomes: [TaskOutcome], owner: String) async throws { try await base.finish(outcomes, owner: owner) }
+    func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> TaskFinishReport { try await base.finish(outcomes, owner: owner) }
     func resume(queues queueNames: [String]) async throws -> [StoredTask] { try await base.resume(queues: queueNames) }
     func purge(queue queueName: String) async throws -> Int { try await base.purge(queue: queueName) }
     func snapshot() async throws -> [TaskQueueSnapshot] { try await base.snapshot() }

@@ -38,8 +38,7 @@ final class ExternalChangeWatcher: Sendable {
         self.storage = storage
         self.notifier = notifier
         lastSeen = Mutex(head)
-        let url = URL(fileURLWithPath: signalFile)
-        watch = FileWatch(directory: url.deletingLastPathComponent().path, names: [url.lastPathComponent], queue: queue)
+        watch = FileWatch(file: signalFile, queue: queue)
         watch?.start { [weak self] in self?.check() }
     }
 
@@ -54,59 +53,59 @@ final class ExternalChangeWatcher: Sendable {
         do {
             read = try storage.readJournal(after: after)
         } catch {
-            // Nothing is lost: `lastSeen` stays, and the next commit of any process reads again.
+            // Nothing is lost: `lastSeen` stays, and the next commit signalled by any process
+            // (this one included) reads from there again.
             return
         }
-        lastSeen.withLock { $0 = read.latest }
         let names: [String]
         if read.fellBehind {
-            names = (try? storage.queueNamesBlocking()) ?? []
+            // Entries were pruned before this process read them: every queue may have changed.
+            guard let all = try? storage.queueNamesBlocking() else { return }  // read again next time
+            names = all
         } else {
             var seen: Set<String> = []
             names = read.entries.filter { $0.origin != ProcessIdentity.token && seen.insert($0.queueName).inserted }.map(\.queueName)
         }
+        lastSeen.withLock { $0 = read.latest }
         if !names.isEmpty {
             notifier.notify([.external(queueNames: names)])
         }
     }
 }
 
-/// Calls back when one of the named files in a folder is written, created or moved in: inotify
-/// on Linux. Elsewhere it watches nothing (and `init` returns `nil`): only changes made through
-/// this process are seen there.
+/// Calls back when a file is written: inotify on Linux, on the file itself (a watch on its folder
+/// would also wake for every write of the database's write-ahead log next to it). Elsewhere it
+/// watches nothing (`init` returns `nil`): only changes made through this process are seen there.
 final class FileWatch: Sendable {
     #if canImport(Glibc)
     private let descriptor: Int32
     /// Dispatch sources are not `Sendable` on Linux: the mutex hands it out to one caller at a time.
     private let source: Mutex<any DispatchSourceRead>
-    private let names: Set<[UInt8]>
     #endif
 
-    init?(directory: String, names: [String], queue: DispatchQueue) {
+    /// Watches `file`, which must exist.
+    init?(file: String, queue: DispatchQueue) {
         #if canImport(Glibc)
         let fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
         guard fd >= 0 else { return nil }
-        guard inotify_add_watch(fd, directory, UInt32(IN_MODIFY | IN_CREATE | IN_MOVED_TO)) >= 0 else {
+        guard inotify_add_watch(fd, file, UInt32(IN_MODIFY)) >= 0 else {
             close(fd)
             return nil
         }
         descriptor = fd
-        self.names = Set(names.map { Array($0.utf8) })
         source = Mutex(DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue))
         #else
         return nil
         #endif
     }
 
-    /// Starts calling `onChange` (on the queue given at `init`) after each batch of events that
-    /// names one of the files.
+    /// Starts calling `onChange` (on the queue given at `init`) after each batch of writes.
     func start(_ onChange: @escaping @Sendable () -> Void) {
         #if canImport(Glibc)
         let fd = descriptor
-        let names = self.names
         source.withLock { source in
             source.setEventHandler {
-                if Self.drain(fd, matching: names) { onChange() }
+                if Self.drain(fd) { onChange() }
             }
             source.setCancelHandler {
                 close(fd)
@@ -123,29 +122,16 @@ final class FileWatch: Sendable {
     }
 
     #if canImport(Glibc)
-    /// Reads every pending event; whether one of them names a watched file.
-    private static func drain(_ fd: Int32, matching names: Set<[UInt8]>) -> Bool {
-        var matched = false
+    /// Reads every pending event; whether there was one.
+    private static func drain(_ fd: Int32) -> Bool {
+        var any = false
         let size = 4096
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 8)
         defer { buffer.deallocate() }
-        while true {
-            let count = read(fd, buffer, size)
-            guard count > 0 else { break }
-            var offset = 0
-            // struct inotify_event: wd (4), mask (4), cookie (4), len (4), name[len] (NUL-padded).
-            while offset + 16 <= count {
-                let length = Int(buffer.load(fromByteOffset: offset + 12, as: UInt32.self))
-                let nameStart = buffer.advanced(by: offset + 16).assumingMemoryBound(to: UInt8.self)
-                var nameLength = 0
-                while nameLength < length, nameStart[nameLength] != 0 { nameLength += 1 }
-                if !matched, names.contains(Array(UnsafeBufferPointer(start: nameStart, count: nameLength))) {
-                    matched = true
-                }
-                offset += 16 + length
-            }
+        while read(fd, buffer, size) > 0 {
+            any = true
         }
-        return matched
+        return any
     }
     #endif
 }

@@ -10,12 +10,15 @@ extension SQLiteTaskStorage {
     /// Appends the queues a write changed to the change journal, in the write's transaction.
     static func journal(_ queueNames: some Sequence<String>, in db: Database) throws {
         let statement = try db.cachedStatement(sql: "INSERT INTO taskbroker_change (queue_name, origin) VALUES (?, ?)")
+        var first: Int64 = 0
         var last: Int64 = 0
         for queueName in queueNames {
             try statement.execute(arguments: [queueName, ProcessIdentity.token])
             last = db.lastInsertedRowID
+            if first == 0 { first = last }
         }
-        if last > 0, last % 1024 == 0 {
+        // Pruned each time the journal passes a multiple of 1,024 entries.
+        if last > 0, (first - 1) / 1024 != last / 1024 {
             try db.execute(sql: "DELETE FROM taskbroker_change WHERE seq <= ?", arguments: [last - journalLength])
         }
     }
@@ -33,7 +36,7 @@ extension SQLiteTaskStorage {
     func journalHead() async throws -> Int64 {
         try await Self.run("read the change journal") {
             try await pool.read { db in
-                try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'taskbroker_change'") ?? 0
+                try Int64.fetchOne(db, sql: "SELECT coalesce(max(seq), 0) FROM taskbroker_change") ?? 0
             }
         }
     }

@@ -61,10 +61,13 @@ extension SQLiteTaskStorage {
         // with the writing process's token, so that brokers of other processes sharing the file
         // learn of them (``ExternalChangeWatcher``). And the brokers set up on the file, so that
         // overlapping prefix claims of different processes are refused (``SQLiteBrokerLocks``).
+        // `seq` is the rowid without AUTOINCREMENT (which writes `sqlite_sequence` on every
+        // insert): pruning always keeps the newest entries, so a new entry is always numbered
+        // past every entry there ever was.
         migrator.registerMigration("taskbroker-v4-change-journal") { db in
             try db.execute(sql: """
                 CREATE TABLE taskbroker_change (
-                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    seq INTEGER PRIMARY KEY,
                     queue_name TEXT NOT NULL,
                     origin TEXT NOT NULL
                 );

@@ -131,19 +131,23 @@ final class SQLiteTaskStorage: TaskStorage {
         }
     }
 
-    func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration) async throws -> [Bool] {
+    func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration) async throws -> [TaskClaimResult] {
         // One process runs the brokers of an SQLite file, and the in-process claim registry
         // already keeps two brokers off one queue: there is nothing to lease. A head deleted
         // behind the broker's back (by another process) may still run once; its outcome is then
         // a no-op, because `finish` applies only to the stored revision.
-        heads.map { _ in true }
+        heads.map { _ in .granted }
     }
 
-    func finish(_ outcomes: [TaskOutcome], owner: String) async throws {
-        guard !outcomes.isEmpty else { return }
+    @discardableResult
+    func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> TaskFinishReport {
+        // Deleted or replaced actions are not reported: this process's brokers learn of every
+        // change before the outcome (in-process notifications, the file's change journal).
+        guard !outcomes.isEmpty else { return TaskFinishReport() }
         try await Self.run("store \(outcomes.count) outcome(s)") {
             try await commit(outcomes)
         }
+        return TaskFinishReport()
     }
 
     /// `finish` for a dedicated committer thread: blocks the calling thread, no executor hops.

@@ -1,0 +1,165 @@
+// `TaskBrokerBenchmarks pg-worker MODE URL SCHEMA [LEASE_MS]`: a worker process of the
+// PostgreSQL benchmarks. It sets up a broker named "bench" on the schema, prints `ready PID`, and
+// runs until its stdin closes (then it shuts the broker down and exits). Modes:
+//   burn      no-op handler, 128 queues at once, starts on a `go` line; prints the storage calls
+//             it made (`stats PID …`) when it stops
+//   latency   prints `started KEY MONOTONIC_NS` as each action starts
+//   takeover  prints `started KEY ATTEMPT PID MONOTONIC_NS`, then sleeps 60 s in the handler
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Synchronization
+import TaskBroker
+import TaskBrokerPostgres
+
+/// Counts the storage calls a worker's broker makes (one claim is one round trip and one
+/// commit; one finish is BEGIN, the statement, NOTIFY and COMMIT: four round trips, one commit).
+final class CountingStorage: TaskStorage {
+    let inner: any TaskStorage
+    let claims = Atomic<Int>(0)
+    let claimedHeads = Atomic<Int>(0)
+    let finishes = Atomic<Int>(0)
+    let finishedOutcomes = Atomic<Int>(0)
+    let reads = Atomic<Int>(0)
+    let renewals = Atomic<Int>(0)
+    /// Outcomes a finish refused (lease lost) or found outdated.
+    let fenced = Atomic<Int>(0)
+    let outdated = Atomic<Int>(0)
+    /// Nanoseconds spent inside claims, finishes and reads (calls may overlap).
+    let claimNanoseconds = Atomic<Int>(0)
+    let finishNanoseconds = Atomic<Int>(0)
+    let readNanoseconds = Atomic<Int>(0)
+
+    init(_ inner: any TaskStorage) { self.inner = inner }
+
+    var summary: String {
+        "claims=\(claims.load(ordering: .relaxed)) heads=\(claimedHeads.load(ordering: .relaxed)) "
+            + "finishes=\(finishes.load(ordering: .relaxed)) outcomes=\(finishedOutcomes.load(ordering: .relaxed)) "
+            + "reads=\(reads.load(ordering: .relaxed)) renewals=\(renewals.load(ordering: .relaxed)) "
+            + "claimms=\(claimNanoseconds.load(ordering: .relaxed) / 1_000_000) finishms=\(finishNanoseconds.load(ordering: .relaxed) / 1_000_000) "
+            + "readms=\(readNanoseconds.load(ordering: .relaxed) / 1_000_000) cpums=\(cpuMilliseconds()) "
+            + "fenced=\(fenced.load(ordering: .relaxed)) outdated=\(outdated.load(ordering: .relaxed))"
+    }
+
+    func save(_ tasks: [NewTask]) async throws -> [StoredTask] { try await inner.save(tasks) }
+    func delete(key: String, collection: String) async throws -> StoredTask? { try await inner.delete(key: key, collection: collection) }
+    func queueNames() async throws -> [String] { try await inner.queueNames() }
+    func tasks(inQueue queueName: String) async throws -> [StoredTask] {
+        reads.add(1, ordering: .relaxed)
+        let start = monotonicNanoseconds()
+        defer { readNanoseconds.add(Int(monotonicNanoseconds() - start), ordering: .relaxed) }
+        return try await inner.tasks(inQueue: queueName)
+    }
+    func tasks(inQueues queueNames: [String]) async throws -> [String: [StoredTask]] {
+        reads.add(1, ordering: .relaxed)
+        let start = monotonicNanoseconds()
+        defer { readNanoseconds.add(Int(monotonicNanoseconds() - start), ordering: .relaxed) }
+        return try await inner.tasks(inQueues: queueNames)
+    }
+    func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration) async throws -> [TaskClaimResult] {
+        claims.add(1, ordering: .relaxed)
+        claimedHeads.add(heads.count, ordering: .relaxed)
+        let start = monotonicNanoseconds()
+        defer { claimNanoseconds.add(Int(monotonicNanoseconds() - start), ordering: .relaxed) }
+        return try await inner.claim(heads, owner: owner, leaseDuration: leaseDuration)
+    }
+    func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> TaskFinishReport {
+        finishes.add(1, ordering: .relaxed)
+        finishedOutcomes.add(outcomes.count, ordering: .relaxed)
+        let start = monotonicNanoseconds()
+        defer { finishNanoseconds.add(Int(monotonicNanoseconds() - start), ordering: .relaxed) }
+        let report = try await inner.finish(outcomes, owner: owner)
+        fenced.add(report.fenced.count, ordering: .relaxed)
+        outdated.add(report.outdated.count, ordering: .relaxed)
+        return report
+    }
+    func resume(queues queueNames: [String]) async throws -> [StoredTask] { try await inner.resume(queues: queueNames) }
+    func purge(queue queueName: String) async throws -> Int { try await inner.purge(queue: queueName) }
+    func snapshot() async throws -> [TaskQueueSnapshot] { try await inner.snapshot() }
+    func changes() async throws -> AsyncStream<[TaskStorageChange]>? { try await inner.changes() }
+    var isShared: Bool { inner.isShared }
+    var leaseDuration: Duration? { inner.leaseDuration }
+    func renew(_ queueNames: [String], owner: String, leaseDuration: Duration) async throws -> [String] {
+        renewals.add(1, ordering: .relaxed)
+        return try await inner.renew(queueNames, owner: owner, leaseDuration: leaseDuration)
+    }
+}
+
+/// User and system CPU time of this process so far.
+func cpuMilliseconds() -> Int {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000 + (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1000
+}
+
+/// Counts the actions it runs (more than were stored: some ran twice).
+final class CountingNoOpHandler: AsyncTaskQueueHandler {
+    let handled = Atomic<Int>(0)
+
+    func handle(_ action: NoOpAction, context _: TaskContext) async -> TaskResult {
+        handled.add(1, ordering: .relaxed)
+        return .success
+    }
+}
+
+/// Prints each start: `started KEY MONOTONIC_NS`.
+final class AnnouncingHandler: AsyncTaskQueueHandler {
+    func handle(_ action: NoOpAction, context _: TaskContext) async -> TaskResult {
+        emit("started \(action.key) \(monotonicNanoseconds())")
+        return .success
+    }
+}
+
+/// Prints each start with its attempt and this process's pid, then holds the queue for 60 s.
+final class HoldingHandler: AsyncTaskQueueHandler {
+    func handle(_ action: NoOpAction, context: TaskContext) async -> TaskResult {
+        emit("started \(action.key) \(context.attempt) \(getpid()) \(monotonicNanoseconds())")
+        try? await Task.sleep(for: .seconds(60))
+        return .success
+    }
+}
+
+/// Runs on the main actor: its blocking `readLine()` then holds the main thread, not one of the
+/// cooperative pool's threads that the broker runs on.
+@MainActor
+func runPostgresWorker(_ arguments: [String]) async throws {
+    guard arguments.count >= 3 else {
+        throw TaskBrokerError(code: .invalidConfiguration, message: "usage: pg-worker MODE URL SCHEMA [LEASE_MS]")
+    }
+    let mode = arguments[0]
+    var configuration = try TaskDatabase.PostgresConfiguration(url: arguments[1])
+    configuration.schema = arguments[2]
+    if arguments.count > 3, let milliseconds = Int64(arguments[3]) {
+        configuration.leaseDuration = .milliseconds(milliseconds)
+    }
+    let postgres = try await TaskDatabase.postgres(configuration: configuration)
+    let counting = CountingStorage(postgres.storage)
+    let database = TaskDatabase(storage: counting)
+    let pid = getpid()
+    let counter = CountingNoOpHandler()
+    let broker: TaskQueueBroker
+    switch mode {
+    case "burn":
+        broker = try await TaskQueueBroker.setup(
+            database: database, name: "bench", handler: counter,
+            configuration: .init(maxConcurrentQueues: 128, startsAutomatically: false)
+        )
+        emit("ready \(pid)")
+        guard readLine() == "go" else { break }
+        broker.start()
+    case "latency":
+        broker = try await TaskQueueBroker.setup(database: database, name: "bench", handler: AnnouncingHandler())
+        emit("ready \(pid)")
+    case "takeover":
+        broker = try await TaskQueueBroker.setup(
+            database: database, name: "bench", handler: HoldingHandler(), configuration: .init(shutdownTimeout: .seconds(1))
+        )
+        emit("ready \(pid)")
+    default:
+        throw TaskBrokerError(code: .invalidConfiguration, message: "unknown pg-worker mode \(mode)")
+    }
+    while readLine() != nil {}
+    await broker.shutdown()
+    emit("stats \(pid) \(counting.summary) handled=\(counter.handled.load(ordering: .relaxed))")
+}

@@ -1,0 +1,266 @@
+import Foundation
+
+// Reading queues (and reading them again) and applying committed changes, buffered while a queue is read.
+extension BrokerStateMachine {
+    // MARK: - Reading queues
+
+    mutating func loaded(_ queueName: String, _ entries: [BrokerEntry], into out: inout [Output]) {
+        guard var state = queues.removeValue(forKey: queueName) else { return }
+        guard let load = state.load else {
+            queues[queueName] = state
+            return
+        }
+        if load.again {
+            state.load = Queue.Load()
+            queues[queueName] = state
+            loadsToIssue.append(queueName)
+            return
+        }
+        state.load = nil
+        // Forget what the queue held before, except an action in flight.
+        for entry in state.waiting[state.head...] where locations[entry.id] == queueName {
+            locations[entry.id] = nil
+        }
+        if let held = state.held, !state.inFlight {
+            if locations[held.id] == queueName { locations[held.id] = nil }
+            state.held = nil
+        }
+        if let timer = state.timer {
+            cancelTimer(timer, into: &out)
+            state.timer = nil
+        }
+        state.waiting = []
+        state.head = 0
+        var list = entries
+        for entry in entries {
+            state.loadedThrough = max(state.loadedThrough, entry.task.revision)
+        }
+        if state.inFlight, let held = state.held, let index = list.firstIndex(where: { $0.id == held.id }) {
+            if list[index].task.revision == held.task.revision {
+                list.remove(at: index)  // the version in flight
+            } else {
+                state.held = nil  // replaced behind the broker's back: the run in flight is stale
+            }
+        }
+        for entry in list {
+            if let other = locations[entry.id], other != queueName {
+                removeEntry(entry.id, revision: nil, into: &out)
+            }
+            locations[entry.id] = queueName
+        }
+        if !state.inFlight, state.held == nil, let first = list.first, first.task.pause != nil {
+            state.held = first
+            list.removeFirst()
+            if case .until(let date)? = first.task.pause {
+                state.timer = startTimer(.pause(queueName), .until(date), into: &out)
+            }
+        }
+        state.waiting = list
+        queues[queueName] = state
+        for change in load.buffered {
+            if case .saved(let entry) = change, entry.task.revision <= state.loadedThrough { continue }
+            apply(change, into: &out)
+        }
+        markReady(queueName)
+    }
+
+    mutating func loadFailed(_ queueNames: [String], message: String, into out: inout [Output]) {
+        let delay = backoff(after: .load)
+        var names: [String] = []
+        for queueName in queueNames {
+            guard queues[queueName]?.load != nil else { continue }
+            // The retry reads everything anew: nothing buffered is lost, nothing needs a second read.
+            queues[queueName]?.load?.inProgress = false
+            queues[queueName]?.load?.again = false
+            names.append(queueName)
+        }
+        guard !names.isEmpty else { return }
+        failing[.load, default: []].formUnion(names)
+        _ = startTimer(.retryLoad(names), .after(delay), into: &out)
+        out.append(.emit(.storageFailed(operation: .load, queueNames: names, message: message, retryIn: delay)))
+    }
+
+    /// Reads a queue (again): a new queue is created loading; a loaded one stops taking actions
+    /// until the read ends; one being read is read once more after.
+    mutating func reload(_ queueName: String, into out: inout [Output]) {
+        guard var state = queues.removeValue(forKey: queueName) else {
+            guard !ignored.contains(queueName) else { return }
+            guard accepts(queueName) else {
+                ignored.insert(queueName)
+                return
+            }
+            queues[queueName] = Queue(load: Queue.Load())
+            loadsToIssue.append(queueName)
+            return
+        }
+        if let leaseWait = state.leaseWait {
+            // The queue changed: another worker may have let it go. Read it and claim again.
+            cancelTimer(leaseWait, into: &out)
+            state.leaseWait = nil
+        }
+        if state.load == nil {
+            state.load = Queue.Load()
+            loadsToIssue.append(queueName)
+        } else if state.load?.inProgress == true {
+            state.load?.again = true
+        }
+        queues[queueName] = state
+    }
+
+    // MARK: - Changes
+
+    mutating func apply(_ change: BrokerChange, into out: inout [Output]) {
+        switch change {
+        case .saved(let entry):
+            saved(entry, into: &out)
+        case .completed(let task):
+            // Only the holder of the queue's lease completes an action: when this broker runs that
+            // very version, the completion is its own (its outcome is on its way), not a deletion.
+            if let state = queues[task.queueName], state.inFlight, let held = state.held,
+               held.id == BrokerActionID(task), held.task.revision == task.revision {
+                return
+            }
+            apply(.deleted(task), into: &out)
+        case .deleted(let task):
+            if queues[task.queueName]?.load != nil {
+                queues[task.queueName]?.load?.buffered.append(change)
+                return
+            }
+            let id = BrokerActionID(task)
+            let queueName = locations[id]
+            removeEntry(id, revision: task.revision, into: &out)
+            if let queueName { markReady(queueName) }
+        case .resumed(let queueNames):
+            for queueName in queueNames {
+                guard let state = queues[queueName] else { continue }
+                if state.load != nil {
+                    queues[queueName]?.load?.buffered.append(.resumed([queueName]))
+                } else {
+                    clearPause(queueName, into: &out)
+                }
+            }
+        case .purged(let queueName):
+            guard var state = queues.removeValue(forKey: queueName) else { return }
+            if state.load != nil {
+                // What the read returns may predate the purge: read again.
+                if state.load?.inProgress == true { state.load?.again = true }
+                state.load?.buffered = []
+                queues[queueName] = state
+                return
+            }
+            for entry in state.waiting[state.head...] where locations[entry.id] == queueName {
+                locations[entry.id] = nil
+            }
+            state.waiting = []
+            state.head = 0
+            if let held = state.held {
+                if locations[held.id] == queueName { locations[held.id] = nil }
+                state.held = nil  // if it is in flight, its outcome is discarded
+            }
+            if let timer = state.timer {
+                cancelTimer(timer, into: &out)
+                state.timer = nil
+            }
+            queues[queueName] = state
+        case .reload(let queueNames):
+            for queueName in queueNames {
+                reload(queueName, into: &out)
+            }
+        }
+    }
+
+    mutating func saved(_ entry: BrokerEntry, into out: inout [Output]) {
+        let queueName = entry.task.queueName
+        let id = entry.id
+        if let known = knownRevision(of: id), known >= entry.task.revision {
+            return  // a newer version is already known (notifications can arrive out of commit order)
+        }
+        guard let state = queues[queueName] else {
+            // Moved out of one of this broker's queues, or a queue this broker has not seen yet.
+            let previous = locations[id]
+            removeEntry(id, revision: nil, into: &out)
+            if let previous { markReady(previous) }
+            reload(queueName, into: &out)
+            queues[queueName]?.load?.buffered.append(.saved(entry))
+            return
+        }
+        if state.load != nil {
+            if let other = locations[id], other != queueName {
+                removeEntry(id, revision: nil, into: &out)
+                markReady(other)
+            }
+            queues[queueName]?.load?.buffered.append(.saved(entry))
+            return
+        }
+        if entry.task.revision <= state.loadedThrough {
+            return  // the read of this queue already saw this save, or what replaced it
+        }
+        let previous = locations[id]
+        removeEntry(id, revision: nil, into: &out)
+        if let previous, previous != queueName { markReady(previous) }
+        guard var current = queues.removeValue(forKey: queueName) else { return }
+        // Binary search for the first waiting action the new one runs before; equal ones stay in front.
+        var low = current.head
+        var high = current.waiting.count
+        while low < high {
+            let middle = (low + high) / 2
+            if entry.runs(before: current.waiting[middle]) { high = middle } else { low = middle + 1 }
+        }
+        current.waiting.insert(entry, at: low)
+        queues[queueName] = current
+        locations[id] = queueName
+        markReady(queueName)
+    }
+
+    /// The revision of the version of an action the broker holds (waiting or held).
+    func knownRevision(of id: BrokerActionID) -> Int64? {
+        guard let queueName = locations[id], let state = queues[queueName] else { return nil }
+        if let held = state.held, held.id == id { return held.task.revision }
+        return state.waiting[state.head...].first { $0.id == id }?.task.revision
+    }
+
+    /// Removes the known version of an action (any version when `revision` is `nil`) from
+    /// whichever queue holds it. A removed action in flight keeps running; its outcome is discarded.
+    mutating func removeEntry(_ id: BrokerActionID, revision: Int64?, into out: inout [Output]) {
+        guard let queueName = locations[id], var state = queues.removeValue(forKey: queueName) else { return }
+        defer { queues[queueName] = state }
+        if let held = state.held, held.id == id, revision == nil || held.task.revision == revision {
+            locations[id] = nil
+            state.held = nil
+            if let timer = state.timer {
+                cancelTimer(timer, into: &out)
+                state.timer = nil
+            }
+            return
+        }
+        if let index = state.waiting[state.head...].firstIndex(where: { $0.id == id && (revision == nil || $0.task.revision == revision) }) {
+            locations[id] = nil
+            state.waiting.remove(at: index)
+        }
+    }
+
+    mutating func clearPause(_ queueName: String, into out: inout [Output]) {
+        guard var state = queues.removeValue(forKey: queueName) else { return }
+        if let timer = state.timer {
+            cancelTimer(timer, into: &out)
+            state.timer = nil
+        }
+        let wasPaused = state.held?.task.pause != nil
+        state.held?.task.pause = nil
+        queues[queueName] = state
+        if wasPaused { out.append(.emit(.resumed(queueName: queueName))) }
+        markReady(queueName)
+    }
+
+    mutating func leaseLost(_ queueName: String, into out: inout [Output]) {
+        guard var state = queues.removeValue(forKey: queueName) else { return }
+        guard state.inFlight else {
+            queues[queueName] = state
+            reload(queueName, into: &out)
+            return
+        }
+        // The outcome in flight was refused; `stored` reads the queue again when it arrives.
+        state.released = true
+        queues[queueName] = state
+    }
+}

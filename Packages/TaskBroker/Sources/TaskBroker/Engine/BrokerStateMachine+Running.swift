@@ -1,0 +1,211 @@
+import Foundation
+
+// Starting actions (the ready line, the cap, claims) and what becomes of them (outcomes stored or not).
+extension BrokerStateMachine {
+    // MARK: - Starting actions
+
+    /// Takes the heads of ready queues, up to the cap, longest-waiting queue first; claims them
+    /// (shared backends) or runs them.
+    mutating func launch(into out: inout [Output]) {
+        var picks: [BrokerEntry] = []
+        while running < configuration.maxConcurrentQueues, readyHead < ready.count {
+            let queueName = ready[readyHead]
+            readyHead += 1
+            readySet.remove(queueName)
+            guard var state = queues.removeValue(forKey: queueName) else { continue }
+            if let pick = take(from: &state, queueName, into: &out) {
+                state.inFlight = true
+                running += 1
+                picks.append(pick)
+            }
+            queues[queueName] = state
+        }
+        if readyHead > 1024, readyHead * 2 > ready.count {
+            ready.removeFirst(readyHead)
+            readyHead = 0
+        }
+        guard !picks.isEmpty else { return }
+        if configuration.claimsHeads {
+            out.append(.claim(picks.map(\.task)))
+        } else {
+            start(picks, into: &out)
+        }
+    }
+
+    /// The queue's head if it may run now; moves the first waiting action to the sticky head.
+    mutating func take(from state: inout Queue, _ queueName: String, into out: inout [Output]) -> BrokerEntry? {
+        guard state.load == nil, !state.inFlight, !state.blocked, state.leaseWait == nil else { return nil }
+        if state.held == nil, state.head < state.waiting.count {
+            state.held = state.waiting[state.head]
+            state.head += 1
+            if state.head > 1024, state.head * 2 > state.waiting.count {
+                state.waiting.removeFirst(state.head)
+                state.head = 0
+            }
+        }
+        guard let held = state.held else { return nil }
+        if let pause = held.task.pause {
+            if case .until(let date) = pause, state.timer == nil {
+                state.timer = startTimer(.pause(queueName), .until(date), into: &out)
+            }
+            return nil
+        }
+        return held
+    }
+
+    /// Reports and runs heads that may run (claimed, or not needing a claim).
+    mutating func start(_ picks: [BrokerEntry], into out: inout [Output]) {
+        var runs: [BrokerEntry] = []
+        var undecodable: [BrokerOutcome] = []
+        runs.reserveCapacity(picks.count)
+        for pick in picks {
+            let task = pick.task
+            out.append(.emit(.started(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.attempts + 1)))
+            if pick.action == nil {
+                // It cannot run: pause its queue until restarted, durably.
+                out.append(.emit(.undecodable(queueName: task.queueName, key: task.key, collection: task.collection)))
+                undecodable.append(BrokerOutcome(task: task, result: .waitForRestart, pause: .untilRestart))
+            } else {
+                runs.append(pick)
+            }
+        }
+        if !runs.isEmpty { out.append(.run(runs)) }
+        if !undecodable.isEmpty { out.append(.store(undecodable)) }
+    }
+
+    mutating func claimed(_ heads: [StoredTask], results: [TaskClaimResult], into out: inout [Output]) {
+        recovered(.claim, heads.map(\.queueName), into: &out)
+        var runs: [BrokerEntry] = []
+        var notStarted: [String] = []
+        for (index, head) in heads.enumerated() {
+            let queueName = head.queueName
+            guard var state = queues.removeValue(forKey: queueName) else { continue }
+            defer { queues[queueName] = state }
+            guard state.inFlight else { continue }
+            guard let held = state.held, held.id == BrokerActionID(head), held.task.revision == head.revision,
+                  !state.released, phase == .running else {
+                // Deleted, replaced or released while the claim ran, or the broker is stopping: not started.
+                // (A granted lease is released when the queue is next claimed or finished, or expires.)
+                endFlight(&state)
+                notStarted.append(queueName)
+                continue
+            }
+            switch index < results.count ? results[index] : .changed {
+            case .granted:
+                runs.append(held)
+            case .changed:
+                // The head is gone, changed or paused since it was read: read the queue again.
+                endFlight(&state)
+                state.load = Queue.Load()
+                loadsToIssue.append(queueName)
+            case .heldElsewhere(let until):
+                // Another worker runs the queue: wait for its lease to expire (it dies) or for the
+                // queue to change, then read it again.
+                endFlight(&state)
+                state.leaseWait = startTimer(.leaseExpiry(queueName), .until(until), into: &out)
+            }
+        }
+        for queueName in notStarted {
+            markReady(queueName)
+        }
+        start(runs, into: &out)
+    }
+
+    mutating func claimFailed(_ heads: [StoredTask], message: String, into out: inout [Output]) {
+        let delay = backoff(after: .claim)
+        var names: [String] = []
+        for head in heads {
+            guard var state = queues.removeValue(forKey: head.queueName) else { continue }
+            if state.inFlight {
+                endFlight(&state)
+                state.blocked = true
+                names.append(head.queueName)
+            }
+            queues[head.queueName] = state
+        }
+        guard !names.isEmpty else { return }
+        failing[.claim, default: []].formUnion(names)
+        _ = startTimer(.retryClaim(names), .after(delay), into: &out)
+        out.append(.emit(.storageFailed(operation: .claim, queueNames: names, message: message, retryIn: delay)))
+    }
+
+    // MARK: - Outcomes
+
+    mutating func stored(_ outcomes: [BrokerOutcome], into out: inout [Output]) {
+        recovered(.store, outcomes.map(\.task.queueName), into: &out)
+        for outcome in outcomes {
+            let task = outcome.task
+            let queueName = task.queueName
+            guard var state = queues.removeValue(forKey: queueName) else { continue }
+            guard state.inFlight else {
+                queues[queueName] = state
+                continue
+            }
+            endFlight(&state)
+            if state.released {
+                // Another worker took the queue over while the action ran: the outcome was not
+                // stored (the other worker runs the action). What this broker knew of the queue is
+                // stale: read it again.
+                for entry in state.waiting[state.head...] where locations[entry.id] == queueName {
+                    locations[entry.id] = nil
+                }
+                if let held = state.held, locations[held.id] == queueName { locations[held.id] = nil }
+                var fresh = Queue(load: Queue.Load())
+                fresh.loadedThrough = state.loadedThrough
+                queues[queueName] = fresh
+                loadsToIssue.append(queueName)
+                out.append(.emit(.leaseLost(queueName: queueName, key: task.key, collection: task.collection)))
+                continue
+            }
+            if state.outdated {
+                // Storage had a newer state of the queue than this broker: nothing was stored.
+                state.outdated = false
+                if let held = state.held, held.id == BrokerActionID(task), held.task.revision == task.revision {
+                    if locations[held.id] == queueName { locations[held.id] = nil }
+                    state.held = nil
+                }
+                queues[queueName] = state
+                out.append(.emit(.discarded(queueName: queueName, key: task.key, collection: task.collection)))
+                reload(queueName, into: &out)
+                continue
+            }
+            guard var held = state.held, held.id == BrokerActionID(task), held.task.revision == task.revision else {
+                // Deleted or replaced while it ran: the store changed nothing; the new version runs next.
+                queues[queueName] = state
+                out.append(.emit(.discarded(queueName: queueName, key: task.key, collection: task.collection)))
+                markReady(queueName)
+                continue
+            }
+            switch outcome.result {
+            case .success:
+                state.held = nil
+                locations[held.id] = nil
+                queues[queueName] = state
+                out.append(.emit(.succeeded(queueName: queueName, key: task.key, collection: task.collection)))
+            case .retry, .waitForRestart:
+                held.task.attempts += 1
+                held.task.pause = outcome.pause
+                state.held = held
+                if case .until(let date)? = outcome.pause {
+                    state.timer = startTimer(.pause(queueName), .until(date), into: &out)
+                }
+                queues[queueName] = state
+                out.append(.emit(.failed(queueName: queueName, key: task.key, collection: task.collection, result: outcome.result)))
+            }
+            markReady(queueName)
+        }
+    }
+
+    mutating func storeFailed(_ outcomes: [BrokerOutcome], message: String, into out: inout [Output]) {
+        let names = outcomes.map(\.task.queueName)
+        guard phase != .abandoning else {
+            out.append(.emit(.storageFailed(operation: .store, queueNames: names, message: message, retryIn: .zero)))
+            return
+        }
+        // The queues stay in flight: nothing else of theirs runs until the outcome is stored.
+        let delay = backoff(after: .store)
+        failing[.store, default: []].formUnion(names)
+        _ = startTimer(.retryStore(outcomes), .after(delay), into: &out)
+        out.append(.emit(.storageFailed(operation: .store, queueNames: names, message: message, retryIn: delay)))
+    }
+}

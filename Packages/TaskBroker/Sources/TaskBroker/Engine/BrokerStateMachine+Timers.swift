@@ -1,0 +1,88 @@
+import Foundation
+import QueueRetry
+
+// Timers (timed retries, storage retries) and the helpers every rule shares: the ready line and the backoff.
+extension BrokerStateMachine {
+    // MARK: - Timers
+
+    mutating func startTimer(_ purpose: TimerPurpose, _ delay: TimerDelay, into out: inout [Output]) -> UInt64 {
+        nextToken += 1
+        timers[nextToken] = purpose
+        out.append(.startTimer(nextToken, delay))
+        return nextToken
+    }
+
+    mutating func cancelTimer(_ token: UInt64, into out: inout [Output]) {
+        if timers.removeValue(forKey: token) != nil {
+            out.append(.cancelTimer(token))
+        }
+    }
+
+    mutating func timerFired(_ token: UInt64, into out: inout [Output]) {
+        guard let purpose = timers.removeValue(forKey: token) else { return }
+        switch purpose {
+        case .pause(let queueName):
+            guard var state = queues.removeValue(forKey: queueName) else { return }
+            guard state.timer == token else {
+                queues[queueName] = state
+                return
+            }
+            state.timer = nil
+            state.held?.task.pause = nil
+            queues[queueName] = state
+            out.append(.emit(.resumed(queueName: queueName)))
+            markReady(queueName)
+        case .retryLoad(let queueNames):
+            for queueName in queueNames where queues[queueName]?.load?.inProgress == false {
+                queues[queueName]?.load?.inProgress = true
+                loadsToIssue.append(queueName)
+            }
+        case .retryClaim(let queueNames):
+            for queueName in queueNames {
+                queues[queueName]?.blocked = false
+                markReady(queueName)
+            }
+        case .retryStore(let outcomes):
+            out.append(.store(outcomes))
+        case .leaseExpiry(let queueName):
+            guard queues[queueName]?.leaseWait == token else { return }
+            queues[queueName]?.leaseWait = nil
+            reload(queueName, into: &out)
+        }
+    }
+
+    // MARK: - Helpers
+
+    mutating func endFlight(_ state: inout Queue) {
+        state.inFlight = false
+        running -= 1
+    }
+
+    /// Puts a queue at the back of the ready line if its head may run.
+    mutating func markReady(_ queueName: String) {
+        guard !readySet.contains(queueName), let state = queues[queueName], state.load == nil, !state.inFlight,
+              !state.blocked, state.leaseWait == nil, state.pending > 0 else { return }
+        if let held = state.held, held.task.pause != nil { return }
+        ready.append(queueName)
+        readySet.insert(queueName)
+    }
+
+    mutating func backoff(after operation: TaskStorageOperation) -> Duration {
+        let count = failures[operation, default: 0] + 1
+        failures[operation] = count
+        return configuration.storageBackoff.delay(afterFailures: count)
+    }
+
+    /// An operation succeeded for these queues: reset its backoff, and report the queues it held up.
+    mutating func recovered(_ operation: TaskStorageOperation, _ queueNames: @autoclosure () -> [String], into out: inout [Output]) {
+        guard failures[operation] != nil || failing[operation] != nil else { return }
+        failures[operation] = nil
+        let queueNames = queueNames()
+        guard var held = failing[operation] else { return }
+        let names = queueNames.filter { held.remove($0) != nil }
+        failing[operation] = held.isEmpty ? nil : held
+        if !names.isEmpty {
+            out.append(.emit(.storageRecovered(operation: operation, queueNames: names)))
+        }
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+import TaskBroker
+
+/// The payload of one change notification: queues whose actions changed (`q`), actions that
+/// completed (`c`: queue, collection, key, revision), or `a` when listeners should read everything.
+///
+/// PostgreSQL limits a payload to 8,000 bytes, so a transaction that changes many queues sends
+/// several notifications of at most ~7,000 bytes; an entry too long for one becomes `a`.
+struct ChangeMessage: Codable, Equatable {
+    var q: [String]?
+    var c: [[String]]?
+    var a: Bool?
+
+    static let limit = 7_000
+
+    /// The notifications of one transaction.
+    static func chunks(queues: [String], completed: [[String]] = []) -> [String] {
+        var payloads: [String] = []
+        var current = ChangeMessage()
+        var size = 0
+        func flush() {
+            if current != ChangeMessage(), let data = try? JSONEncoder().encode(current) {
+                payloads.append(String(decoding: data, as: UTF8.self))
+            }
+            current = ChangeMessage()
+            size = 0
+        }
+        var everything = false
+        for name in queues {
+            // JSON escapes at most double a name's length, plus quotes and a comma.
+            let cost = name.utf8.count * 2 + 3
+            guard cost < limit else { everything = true; continue }
+            if size + cost > limit { flush() }
+            current.q = (current.q ?? []) + [name]
+            size += cost
+        }
+        for entry in completed {
+            let cost = entry.reduce(6) { $0 + $1.utf8.count * 2 + 3 }
+            guard cost < limit else {
+                everything = true
+                continue
+            }
+            if size + cost > limit { flush() }
+            current.c = (current.c ?? []) + [entry]
+            size += cost
+        }
+        flush()
+        if everything { payloads.append(#"{"a":true}"#) }
+        return payloads
+    }
+
+    /// What a notification means to the brokers; `nil` when they should read every queue.
+    func changes() -> [TaskStorageChange]? {
+        if a == true { return nil }
+        var changes: [TaskStorageChange] = []
+        if let q, !q.isEmpty { changes.append(.queuesChanged(q)) }
+        if let c {
+            let tasks = c.compactMap { entry -> StoredTask? in
+                guard entry.count == 4, let revision = Int64(entry[3]) else { return nil }
+                return StoredTask(key: entry[2], collection: entry[1], queueName: entry[0], payload: Data(), position: 0, revision: revision)
+            }
+            if tasks.count < c.count { return nil }
+            if !tasks.isEmpty { changes.append(.completed(tasks)) }
+        }
+        return changes
+    }
+}

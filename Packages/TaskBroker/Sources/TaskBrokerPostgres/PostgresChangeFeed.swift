@@ -1,0 +1,119 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Synchronization
+import TaskBroker
+
+/// The change feed of the PostgreSQL backend: one connection that `LISTEN`s on the schema's
+/// channel, re-established with backoff when it drops, each time followed by one catch-up scan.
+enum PostgresChangeFeed {
+    private static let connectionIDs = Atomic<Int>(1)
+
+    /// Starts listening; returns once the server has confirmed the first `LISTEN`.
+    ///
+    /// - Throws: The first connection's error (`connectionFailed`, `storageFailed`).
+    static func start(storage: PostgresTaskStorage) async throws -> AsyncStream<[TaskStorageChange]> {
+        let (stream, continuation) = AsyncStream.makeStream(of: [TaskStorageChange].self)
+        let first = FirstOutcome()
+        try await withCheckedThrowingContinuation { (started: CheckedContinuation<Void, any Error>) in
+            first.set(started)
+            let task = Task {
+                await follow(storage: storage, continuation: continuation, started: first.report)
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+        return stream
+    }
+
+    /// Reports the first outcome of listening (confirmed, or the first connection's error) once.
+    private final class FirstOutcome: Sendable {
+        private let waiter = Mutex<CheckedContinuation<Void, any Error>?>(nil)
+
+        func set(_ continuation: CheckedContinuation<Void, any Error>) {
+            waiter.withLock { $0 = continuation }
+        }
+
+        /// - Returns: `true` the first time (the outcome was reported), `false` after.
+        @Sendable func report(_ error: (any Error)?) -> Bool {
+            guard let waiter = waiter.withLock({ state in defer { state = nil }; return state }) else { return false }
+            if let error {
+                waiter.resume(throwing: error)
+            } else {
+                waiter.resume()
+            }
+            return true
+        }
+    }
+
+    private static func follow(
+        storage: PostgresTaskStorage, continuation: AsyncStream<[TaskStorageChange]>.Continuation,
+        started: @escaping @Sendable ((any Error)?) -> Bool
+    ) async {
+        let logger = storage.logger
+        let decoder = JSONDecoder()
+        var failures = 0
+        var listening = false
+        while !Task.isCancelled {
+            if failures > 0 {
+                let delay = Duration.milliseconds(min(5_000, 50 << min(failures - 1, 7)))
+                try? await Task.sleep(for: delay)
+                if Task.isCancelled { break }
+            }
+            let connection: PostgresConnection
+            do {
+                connection = try await PostgresTaskStorage.openConnection(
+                    storage.configuration, id: connectionIDs.add(1, ordering: .relaxed).newValue
+                )
+            } catch {
+                if started(error) { break }
+                failures += 1
+                logger.warning("could not reconnect the change feed to \(storage.configuration.endpoint) (attempt \(failures)): \(error)")
+                continue
+            }
+            do {
+                try await connection.listen(on: storage.sql.channel) { notifications in
+                    if !started(nil) {
+                        // Listening again after a drop: changes committed while nobody listened
+                        // were not announced, so read everything once.
+                        logger.notice("the change feed listens again after \(failures) attempt(s)")
+                        await catchUp(storage, continuation)
+                    }
+                    failures = 0
+                    listening = true
+                    for try await notification in notifications {
+                        let message = try? decoder.decode(ChangeMessage.self, from: Data(notification.payload.utf8))
+                        if let changes = message?.changes() {
+                            if !changes.isEmpty { continuation.yield(changes) }
+                        } else {
+                            await catchUp(storage, continuation)
+                        }
+                    }
+                }
+            } catch {
+                let wrapped = PostgresErrors.storageFailed("listen for changes", error, storage.configuration)
+                if started(wrapped) {
+                    try? await connection.close()
+                    break
+                }
+                if !Task.isCancelled {
+                    logger.warning("the change feed's connection to \(storage.configuration.endpoint) dropped: \(error); reconnecting")
+                }
+            }
+            try? await connection.close()
+            if listening { failures = 0 }
+            listening = false
+            failures += 1
+        }
+        continuation.finish()
+    }
+
+    /// Tells the brokers to read every stored queue.
+    private static func catchUp(_ storage: PostgresTaskStorage, _ continuation: AsyncStream<[TaskStorageChange]>.Continuation) async {
+        do {
+            let names = try await storage.queueNames()
+            if !names.isEmpty { continuation.yield([.queuesChanged(names)]) }
+        } catch {
+            storage.logger.error("the change feed's catch-up scan failed: \(error); queues are read again when they next change or their lease expires")
+        }
+    }
+}

@@ -1,0 +1,179 @@
+import Foundation
+public import Logging
+public import NIOSSL
+import PostgresNIO
+public import TaskBroker
+
+extension TaskDatabase {
+    /// Where and how `TaskDatabase/postgres(configuration:)` connects; every field but the host
+    /// and user has a default.
+    ///
+    /// ```swift
+    /// let database = try await TaskDatabase.postgres(configuration: .init(
+    ///     host: "db.internal", port: 5432, username: "app", password: secret, database: "app"))
+    /// // or
+    /// let database = try await TaskDatabase.postgres(configuration: .init(url: "postgres://app:secret@db.internal/app"))
+    /// ```
+    public struct PostgresConfiguration: Sendable {
+        /// The server's host name or IP address.
+        public var host: String
+        /// The server's TCP port. Defaults to 5432.
+        public var port: Int
+        /// The user to connect as.
+        public var username: String
+        /// The user's password, if the server asks for one.
+        public var password: String?
+        /// The database; `nil` uses the server's default (the user's name).
+        public var database: String?
+        /// Transport security. Defaults to `TLS/disable`.
+        public var tls: TLS
+        /// The PostgreSQL schema that holds TaskBroker's tables (created if missing). Lowercase
+        /// letters, digits and `_`, at most 40 characters. Defaults to `taskbroker`. Workers that
+        /// share work use the same schema; separate schemas are separate brokers' worlds.
+        public var schema: String
+        /// How long a worker's claim on a queue lasts unless renewed. A worker renews the leases
+        /// of its running actions every third of it; a worker that dies (or loses the database
+        /// for longer) loses its queues to another worker after at most this long. Defaults to 10 s.
+        public var leaseDuration: Duration
+        /// The most connections a `TaskDatabase` opens for its writes and reads (the change feed
+        /// uses one more). Defaults to 8.
+        public var poolSize: Int
+        /// How long connecting may take before it fails. Defaults to 10 s.
+        public var connectTimeout: Duration
+        /// Where the backend logs reconnections and lost leases; silent by default.
+        public var logger: Logger
+
+        /// Creates a configuration.
+        ///
+        /// - Parameters:
+        ///   - host: The server's host name or IP address.
+        ///   - port: The server's TCP port.
+        ///   - username: The user to connect as.
+        ///   - password: The user's password, if any.
+        ///   - database: The database, or `nil` for the server's default.
+        ///   - tls: Transport security.
+        ///   - schema: The schema of TaskBroker's tables.
+        ///   - leaseDuration: How long a claim on a queue lasts unless renewed.
+        ///   - poolSize: The most connections for writes and reads.
+        ///   - connectTimeout: How long connecting may take.
+        ///   - logger: Where the backend logs.
+        public init(
+            host: String,
+            port: Int = 5432,
+            username: String,
+            password: String? = nil,
+            database: String? = nil,
+            tls: TLS = .disable,
+            schema: String = "taskbroker",
+            leaseDuration: Duration = .seconds(10),
+            poolSize: Int = 8,
+            connectTimeout: Duration = .seconds(10),
+            logger: Logger = Logger(label: "TaskBrokerPostgres", factory: { _ in SwiftLogNoOpLogHandler() })
+        ) {
+            self.host = host
+            self.port = port
+            self.username = username
+            self.password = password
+            self.database = database
+            self.tls = tls
+            self.schema = schema
+            self.leaseDuration = leaseDuration
+            self.poolSize = poolSize
+            self.connectTimeout = connectTimeout
+            self.logger = logger
+        }
+
+        /// Creates a configuration from a URL:
+        /// `postgres://user:password@host:port/database?schema=taskbroker&lease=10`.
+        ///
+        /// `postgresql://` works too; user, password and database may be percent-encoded. The query
+        /// may set `schema` and `lease` (seconds); `sslmode=disable` is accepted, and for TLS set
+        /// `tls` in code.
+        ///
+        /// - Parameter url: The URL.
+        /// - Throws: `TaskBrokerError` with code `.invalidConfiguration` naming what is wrong.
+        public init(url: String) throws {
+            func invalid(_ why: String) -> TaskBrokerError {
+                TaskBrokerError(code: .invalidConfiguration, message: "Not a usable PostgreSQL URL (\(why)): expected postgres://user:password@host:port/database")
+            }
+            guard let components = URLComponents(string: url) else { throw invalid("it does not parse") }
+            guard let scheme = components.scheme?.lowercased(), scheme == "postgres" || scheme == "postgresql" else {
+                throw invalid("the scheme must be postgres:// or postgresql://")
+            }
+            guard let host = components.host, !host.isEmpty else { throw invalid("it names no host") }
+            guard let username = components.user, !username.isEmpty else { throw invalid("it names no user") }
+            let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+            self.init(
+                host: host, port: components.port ?? 5432, username: username, password: components.password,
+                database: path.isEmpty ? nil : path.removingPercentEncoding ?? path
+            )
+            for item in components.queryItems ?? [] {
+                switch item.name {
+                case "schema":
+                    guard let value = item.value, !value.isEmpty else { throw invalid("schema is empty") }
+                    schema = value
+                case "lease":
+                    guard let value = item.value.flatMap(Double.init), value.isFinite, value > 0 else {
+                        throw invalid("lease must be a positive number of seconds")
+                    }
+                    leaseDuration = .milliseconds(Int64((value * 1000).rounded()))
+                case "sslmode":
+                    guard item.value == "disable" else {
+                        throw invalid("sslmode=\(item.value ?? "") is not taken from a URL; set `tls` in code")
+                    }
+                default:
+                    throw invalid("unknown parameter \(item.name)")
+                }
+            }
+        }
+
+        /// Whether and how the connections use TLS.
+        public enum TLS: Sendable {
+            /// Plain TCP (the default; for loopback and private networks).
+            case disable
+            /// TLS if the server offers it, plain TCP if not.
+            case prefer(TLSConfiguration)
+            /// TLS, or no connection.
+            case require(TLSConfiguration)
+
+            var client: PostgresClient.Configuration.TLS {
+                switch self {
+                case .disable: .disable
+                case .prefer(let configuration): .prefer(configuration)
+                case .require(let configuration): .require(configuration)
+                }
+            }
+
+            func connection() throws -> PostgresConnection.Configuration.TLS {
+                switch self {
+                case .disable: .disable
+                case .prefer(let configuration): .prefer(try NIOSSLContext(configuration: configuration))
+                case .require(let configuration): .require(try NIOSSLContext(configuration: configuration))
+                }
+            }
+        }
+
+        /// `host:port/database`, for messages (never the password).
+        var endpoint: String {
+            "\(host):\(port)/\(database ?? username)"
+        }
+
+        /// Checks what the server cannot check for us.
+        func validated() throws -> Self {
+            let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789_")
+            guard !schema.isEmpty, schema.count <= 40, schema.allSatisfy(allowed.contains), !(schema.first?.isNumber ?? true) else {
+                throw TaskBrokerError(
+                    code: .invalidConfiguration,
+                    message: "The schema name \"\(schema)\" is not usable: use lowercase letters, digits and _ (at most 40 characters, not starting with a digit)."
+                )
+            }
+            guard leaseDuration > .milliseconds(100) else {
+                throw TaskBrokerError(code: .invalidConfiguration, message: "The lease duration must be longer than 100 ms; got \(leaseDuration).")
+            }
+            guard (1...1000).contains(poolSize), (1...65535).contains(port) else {
+                throw TaskBrokerError(code: .invalidConfiguration, message: "The pool size must be 1...1000 and the port 1...65535; got \(poolSize) and \(port).")
+            }
+            return self
+        }
+    }
+}

@@ -1,0 +1,49 @@
+import PostgresNIO
+import TaskBroker
+
+/// Typed errors with messages that say what to check.
+enum PostgresErrors {
+    /// Connecting failed: a wrong password, an unreachable host, a missing database.
+    static func connectionFailed(_ error: any Error, _ configuration: TaskDatabase.PostgresConfiguration) -> TaskBrokerError {
+        let endpoint = "\(configuration.host):\(configuration.port)"
+        let database = configuration.database ?? configuration.username
+        let hint: String
+        if let error = error as? PSQLError, let state = error.serverInfo?[.sqlState] {
+            let message = error.serverInfo?[.message] ?? ""
+            switch state {
+            case "28P01", "28000":
+                hint = "the server refused user \"\(configuration.username)\" (\(message)); check the user name and password"
+            case "3D000":
+                hint = "database \"\(database)\" does not exist on the server; create it or check the database name"
+            case "53300":
+                hint = "the server has no free connection slots (\(message)); raise max_connections or lower poolSize"
+            default:
+                hint = "the server answered \(state): \(message)"
+            }
+        } else {
+            hint = "no PostgreSQL server answered there; check the host, the port, that the server runs and accepts TCP connections, and the firewall (\(error))"
+        }
+        return TaskBrokerError(
+            code: .connectionFailed,
+            message: "Could not connect to PostgreSQL at \(endpoint) (database \"\(database)\"): \(hint).",
+            underlying: error
+        )
+    }
+
+    /// A storage operation failed once connected.
+    static func storageFailed(_ what: String, _ error: any Error, _ configuration: TaskDatabase.PostgresConfiguration) -> TaskBrokerError {
+        var detail = ""
+        if let error = error as? PSQLError {
+            if let message = error.serverInfo?[.message] {
+                detail = ": \(message)"
+            } else {
+                detail = ": \(error.code)"
+            }
+        }
+        return TaskBrokerError(
+            code: .storageFailed,
+            message: "Could not \(what) in PostgreSQL at \(configuration.endpoint)\(detail); the operation was not applied.",
+            underlying: error
+        )
+    }
+}

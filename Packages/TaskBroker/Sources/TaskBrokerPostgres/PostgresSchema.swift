@@ -1,0 +1,326 @@
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+import TaskBroker
+
+/// TaskBroker's tables in one PostgreSQL schema, their migrations and every statement the backend
+/// runs.
+///
+/// - `action`: one row per stored action, keyed by collection and key; `position` orders a queue,
+///   `revision` changes with every save (both from one sequence); `pause_kind` is `NULL` (runs),
+///   1 (until `pause_until`, seconds since 1970) or 2 (until restarted).
+/// - `queue`: one row per queue ever saved, with its lease: `owner`, `epoch` (the fencing token,
+///   +1 with every claim) and `expires_at` (server time; in the past when released).
+/// - `meta`: the schema version.
+struct PostgresSchema: Sendable {
+    /// The schema version this code writes; a database with a newer one is refused.
+    static let version: Int64 = 1
+
+    let schema: String
+    let action: String
+    let queue: String
+    let meta: String
+    let sequence: String
+    /// The NOTIFY channel of this schema's brokers.
+    let channel: String
+
+    init(schema: String) {
+        self.schema = schema
+        action = "\"\(schema)\".action"
+        queue = "\"\(schema)\".queue"
+        meta = "\"\(schema)\".meta"
+        sequence = "\"\(schema)\".revision_seq"
+        channel = "taskbroker_\(schema)"
+    }
+
+    // MARK: - Migrations
+
+    /// The statements that bring a schema from version N-1 to N, by N.
+    private var migrations: [Int64: [String]] {
+        [
+            1: [
+                "CREATE SEQUENCE \(sequence)",
+                """
+                CREATE TABLE \(action) (
+                    collection text NOT NULL,
+                    key text NOT NULL,
+                    queue_name text NOT NULL,
+                    payload bytea NOT NULL,
+                    position bigint NOT NULL,
+                    revision bigint NOT NULL,
+                    attempts integer NOT NULL DEFAULT 0,
+                    pause_kind smallint,
+                    pause_until double precision,
+                    PRIMARY KEY (collection, key)
+                )
+                """,
+                "CREATE INDEX ON \(action) (queue_name, position)",
+                """
+                CREATE TABLE \(queue) (
+                    name text PRIMARY KEY,
+                    owner text,
+                    epoch bigint NOT NULL DEFAULT 0,
+                    expires_at timestamptz NOT NULL DEFAULT '-infinity'
+                )
+                """,
+            ],
+        ]
+    }
+
+    /// Brings the schema up to date. Workers that start at once on an empty database take an
+    /// advisory lock in turn: the first migrates, the others find it done.
+    ///
+    /// - Throws: `incompatibleSchema` when a newer TaskBroker wrote the database.
+    func migrate(on connection: PostgresConnection, logger: Logger) async throws {
+        do {
+            try await PostgresTaskStorage.inTransaction(connection, logger: logger) { connection in
+                try await connection.execute("SELECT pg_advisory_xact_lock(hashtext(\("queuekit.taskbroker." + schema)))", logger: logger)
+                try await connection.execute(PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \"\(schema)\""), logger: logger)
+                try await connection.execute(
+                    PostgresQuery(unsafeSQL: "CREATE TABLE IF NOT EXISTS \(meta) (name text PRIMARY KEY, value bigint NOT NULL)"),
+                    logger: logger
+                )
+                var current: Int64 = 0
+                for try await value in try await connection.query(
+                    PostgresQuery(unsafeSQL: "SELECT value FROM \(meta) WHERE name = 'schema_version'"), logger: logger
+                ).decode(Int64.self) {
+                    current = value
+                }
+                guard current <= Self.version else {
+                    throw TaskBrokerError(
+                        code: .incompatibleSchema,
+                        message: "Schema \"\(schema)\" was written by a newer TaskBroker (schema version \(current); this one knows up to \(Self.version)). Upgrade this worker, or use another schema."
+                    )
+                }
+                guard current < Self.version else { return }
+                for version in (current + 1)...Self.version {
+                    for statement in migrations[version] ?? [] {
+                        try await connection.execute(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    }
+                }
+                try await connection.execute(
+                    """
+                    INSERT INTO \(unescaped: meta) (name, value) VALUES ('schema_version', \(Self.version))
+                    ON CONFLICT (name) DO UPDATE SET value = excluded.value
+                    """,
+                    logger: logger
+                )
+                logger.info("schema \(schema) migrated from version \(current) to \(Self.version)")
+            }
+        } catch let error as TaskBrokerError {
+            throw error
+        } catch {
+            throw TaskBrokerError(
+                code: .storageFailed,
+                message: "Could not create or migrate TaskBroker's tables in schema \"\(schema)\"; check that the user may create schemas and tables in this database.",
+                underlying: error
+            )
+        }
+    }
+
+    // MARK: - Rows
+
+    typealias TaskRow = (String, String, String, Data, Int64, Int64, Int32, Int16?, Double?)
+
+    static let taskColumns = "collection, key, queue_name, payload, position, revision, attempts, pause_kind, pause_until"
+
+    static func task(_ row: TaskRow) -> StoredTask {
+        let (collection, key, queueName, payload, position, revision, attempts, pauseKind, pauseUntil) = row
+        return StoredTask(
+            key: key, collection: collection, queueName: queueName, payload: payload, position: position,
+            revision: revision, attempts: Int(attempts), pause: pause(kind: pauseKind, until: pauseUntil)
+        )
+    }
+
+    static func pause(kind: Int16?, until: Double?) -> TaskPause? {
+        switch kind {
+        case 1: .until(Date(timeIntervalSince1970: until ?? 0))
+        case 2: .untilRestart
+        default: nil
+        }
+    }
+
+    // MARK: - Statements
+
+    /// Upserts actions (distinct keys), creates their queues' rows, and returns each action's
+    /// position, new revision and the queue it was in before (if it moved).
+    func saveQuery(collections: [String], keys: [String], queueNames: [String], payloads: [ByteBuffer]) -> PostgresQuery {
+        """
+        WITH input AS (
+            SELECT c, k, q, p, nextval('\(unescaped: sequence)') AS n
+            FROM unnest(\(collections)::text[], \(keys)::text[], \(queueNames)::text[], \(payloads)::bytea[]) WITH ORDINALITY AS u(c, k, q, p, i)
+            ORDER BY i
+        ),
+        queues AS (
+            INSERT INTO \(unescaped: queue) (name) SELECT DISTINCT q FROM input ON CONFLICT (name) DO NOTHING
+        ),
+        previous AS (
+            SELECT a.collection, a.key, a.queue_name FROM \(unescaped: action) a JOIN input ON a.collection = input.c AND a.key = input.k
+        ),
+        saved AS (
+            INSERT INTO \(unescaped: action) AS a (collection, key, queue_name, payload, position, revision)
+            SELECT c, k, q, p, n, n FROM input
+            ON CONFLICT (collection, key) DO UPDATE SET
+                queue_name = excluded.queue_name, payload = excluded.payload, revision = excluded.revision,
+                attempts = 0, pause_kind = NULL, pause_until = NULL
+            RETURNING a.collection, a.key, a.position, a.revision, a.queue_name
+        )
+        SELECT s.collection, s.key, s.position, s.revision,
+               CASE WHEN p.queue_name IS DISTINCT FROM s.queue_name THEN p.queue_name END
+        FROM saved s LEFT JOIN previous p ON p.collection = s.collection AND p.key = s.key
+        """
+    }
+
+    func deleteQuery(collection: String, key: String) -> PostgresQuery {
+        "DELETE FROM \(unescaped: action) WHERE collection = \(collection) AND key = \(key) RETURNING \(unescaped: Self.taskColumns)"
+    }
+
+    func queueNamesQuery() -> PostgresQuery {
+        "SELECT DISTINCT queue_name FROM \(unescaped: action) ORDER BY queue_name"
+    }
+
+    func tasksQuery(queueNames: [String]) -> PostgresQuery {
+        """
+        SELECT \(unescaped: Self.taskColumns) FROM \(unescaped: action)
+        WHERE queue_name = ANY(\(queueNames)::text[]) ORDER BY queue_name, position
+        """
+    }
+
+    /// Claims each head's queue if the head is still the stored version, not waiting for a
+    /// restart, and the queue's lease is free, expired or the claimant's own. Locked rows (another
+    /// worker claims or finishes the queue right now) are skipped. One row per head: whether the head is
+    /// valid, the new epoch if the lease was taken, and the seconds left on another holder's lease.
+    func claimQuery(heads: [StoredTask], owner: String, leaseMilliseconds: Int64) -> PostgresQuery {
+        """
+        WITH head AS (
+            SELECT * FROM unnest(\(heads.map(\.queueName))::text[], \(heads.map(\.collection))::text[], \(heads.map(\.key))::text[],
+                                 \(heads.map(\.revision))::int8[], \(heads.map { Int32(clamping: $0.attempts) })::int4[])
+                AS h(queue_name, collection, key, revision, attempts)
+        ),
+        valid AS (
+            SELECT head.queue_name FROM head JOIN \(unescaped: action) a
+                ON a.collection = head.collection AND a.key = head.key AND a.queue_name = head.queue_name
+               AND a.revision = head.revision AND a.attempts = head.attempts AND a.pause_kind IS DISTINCT FROM 2
+        ),
+        free AS (
+            -- Locks the queue's row and the head's row and checks both on their newest committed
+            -- versions: a head that the lease's last holder completed, failed or that was replaced
+            -- after this statement's snapshot is not taken (the snapshot alone would still show it).
+            SELECT q.name FROM head
+            JOIN \(unescaped: queue) q ON q.name = head.queue_name
+            JOIN \(unescaped: action) a
+                ON a.collection = head.collection AND a.key = head.key AND a.queue_name = head.queue_name
+               AND a.revision = head.revision AND a.attempts = head.attempts AND a.pause_kind IS DISTINCT FROM 2
+            WHERE q.expires_at <= clock_timestamp() OR q.owner = \(owner)
+            FOR UPDATE OF q, a SKIP LOCKED
+        ),
+        taken AS (
+            UPDATE \(unescaped: queue) q
+            SET owner = \(owner), epoch = q.epoch + 1,
+                expires_at = clock_timestamp() + \(leaseMilliseconds) * interval '1 millisecond'
+            FROM free WHERE q.name = free.name
+            RETURNING q.name, q.epoch
+        )
+        SELECT head.queue_name, valid.queue_name IS NOT NULL, taken.epoch,
+               CASE WHEN isfinite(q.expires_at) THEN EXTRACT(EPOCH FROM (q.expires_at - clock_timestamp()))::float8 END
+        FROM head
+        LEFT JOIN valid ON valid.queue_name = head.queue_name
+        LEFT JOIN taken ON taken.name = head.queue_name
+        LEFT JOIN \(unescaped: queue) q ON q.name = head.queue_name
+        """
+    }
+
+    /// Stores outcomes whose queue the owner still holds under the claim's epoch, and releases
+    /// those leases. Rows: `held` per queue whose lease was held, `done` per deleted action, `failed`
+    /// per action whose failure was counted.
+    func finishQuery(outcomes: [TaskOutcome], epochs: [Int64], owner: String) -> PostgresQuery {
+        var kinds: [Int16] = []
+        var untils: [Double] = []
+        for outcome in outcomes {
+            switch outcome {
+            case .completed:
+                kinds.append(0)
+                untils.append(0)
+            case .failed(_, nil):
+                kinds.append(1)
+                untils.append(0)
+            case .failed(_, .until(let date)?):
+                kinds.append(2)
+                untils.append(date.timeIntervalSince1970)
+            case .failed(_, .untilRestart?):
+                kinds.append(3)
+                untils.append(0)
+            }
+        }
+        let tasks = outcomes.map(\.task)
+        return """
+        WITH outcome AS (
+            SELECT * FROM unnest(\(tasks.map(\.queueName))::text[], \(epochs)::int8[], \(tasks.map(\.collection))::text[],
+                                 \(tasks.map(\.key))::text[], \(tasks.map(\.revision))::int8[], \(kinds)::int2[], \(untils)::float8[])
+                AS o(queue_name, epoch, collection, key, revision, kind, until)
+        ),
+        held AS (
+            UPDATE \(unescaped: queue) q SET expires_at = clock_timestamp()
+            FROM outcome o WHERE q.name = o.queue_name AND q.owner = \(owner) AND q.epoch = o.epoch
+            RETURNING q.name
+        ),
+        done AS (
+            DELETE FROM \(unescaped: action) a USING outcome o, held
+            WHERE held.name = o.queue_name AND o.kind = 0
+              AND a.collection = o.collection AND a.key = o.key AND a.revision = o.revision
+            RETURNING a.queue_name, a.collection, a.key, a.revision
+        ),
+        failed AS (
+            UPDATE \(unescaped: action) a SET attempts = a.attempts + 1,
+                pause_kind = CASE o.kind WHEN 2 THEN 1 WHEN 3 THEN 2 END,
+                pause_until = CASE WHEN o.kind = 2 THEN o.until END
+            FROM outcome o, held
+            WHERE held.name = o.queue_name AND o.kind > 0
+              AND a.collection = o.collection AND a.key = o.key AND a.revision = o.revision
+            RETURNING a.queue_name
+        )
+        SELECT name, 'held', NULL::text, NULL::text, NULL::int8 FROM held
+        UNION ALL SELECT queue_name, 'done', collection, key, revision FROM done
+        UNION ALL SELECT queue_name, 'failed', NULL, NULL, NULL FROM failed
+        """
+    }
+
+    /// Extends the leases the owner still holds under these epochs; returns the renewed queues.
+    func renewQuery(queueNames: [String], epochs: [Int64], owner: String, leaseMilliseconds: Int64) -> PostgresQuery {
+        """
+        UPDATE \(unescaped: queue) q SET expires_at = clock_timestamp() + \(leaseMilliseconds) * interval '1 millisecond'
+        FROM unnest(\(queueNames)::text[], \(epochs)::int8[]) AS l(name, epoch)
+        WHERE q.name = l.name AND q.owner = \(owner) AND q.epoch = l.epoch
+        RETURNING q.name
+        """
+    }
+
+    func resumeQuery(queueNames: [String]) -> PostgresQuery {
+        """
+        UPDATE \(unescaped: action) SET pause_kind = NULL, pause_until = NULL
+        WHERE queue_name = ANY(\(queueNames)::text[]) AND pause_kind IS NOT NULL
+        RETURNING \(unescaped: Self.taskColumns)
+        """
+    }
+
+    func purgeQuery(queueName: String) -> PostgresQuery {
+        """
+        WITH deleted AS (DELETE FROM \(unescaped: action) WHERE queue_name = \(queueName) RETURNING 1)
+        SELECT count(*)::int8 FROM deleted
+        """
+    }
+
+    /// Per queue: pending count, and the head's attempts and pause.
+    func snapshotQuery() -> PostgresQuery {
+        """
+        SELECT DISTINCT ON (queue_name) queue_name, count(*) OVER (PARTITION BY queue_name), attempts, pause_kind, pause_until
+        FROM \(unescaped: action)
+        ORDER BY queue_name, pause_kind IS NULL, position
+        """
+    }
+
+    func notifyQuery(payloads: [String]) -> PostgresQuery {
+        "SELECT pg_notify(\(channel), payload) FROM unnest(\(payloads)::text[]) AS payload"
+    }
+}

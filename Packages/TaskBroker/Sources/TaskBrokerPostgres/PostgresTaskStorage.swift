@@ -1,0 +1,407 @@
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+public import TaskBroker
+import Synchronization
+
+/// TaskBroker's PostgreSQL backend: per-name serial queues shared by worker processes on any
+/// number of machines. Open it with `TaskBroker/TaskDatabase/postgres(configuration:)`.
+///
+/// Each queue has a row with its lease: the worker that holds it, until when, and a fencing epoch
+/// that grows with every claim. A worker claims a ready queue's head (`FOR UPDATE SKIP LOCKED`),
+/// renews the lease while the action runs, and stores the outcome only if it still holds the lease
+/// under the same epoch, in the same transaction that releases it. A worker that dies loses its
+/// leases when they expire; another worker then runs the action again (at-least-once). Every
+/// write sends one `NOTIFY` per transaction; workers `LISTEN` instead of polling.
+public final class PostgresTaskStorage: TaskStorage {
+    /// How the backend connects.
+    public let configuration: TaskDatabase.PostgresConfiguration
+    let client: PostgresClient
+    let sql: PostgresSchema
+    let logger: Logger
+    private let runner: Task<Void, Never>
+    /// The epoch of each lease a broker of this process holds, by owner and queue.
+    private let epochs = Mutex<[LeaseKey: Int64]>([:])
+
+    struct LeaseKey: Hashable {
+        var owner: String
+        var queueName: String
+    }
+
+    private init(configuration: TaskDatabase.PostgresConfiguration, client: PostgresClient, runner: Task<Void, Never>) {
+        self.configuration = configuration
+        self.client = client
+        self.runner = runner
+        self.sql = PostgresSchema(schema: configuration.schema)
+        self.logger = configuration.logger
+    }
+
+    deinit {
+        runner.cancel()
+    }
+
+    /// Connects, brings the schema up to date (once, however many workers start at once) and
+    /// starts the connection pool.
+    static func connect(_ configuration: TaskDatabase.PostgresConfiguration) async throws -> PostgresTaskStorage {
+        let configuration = try configuration.validated()
+        let schema = PostgresSchema(schema: configuration.schema)
+        let connection = try await openConnection(configuration, id: 0)
+        do {
+            try await schema.migrate(on: connection, logger: configuration.logger)
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+        try? await connection.close()
+        var options = PostgresClient.Configuration.Options()
+        options.maximumConnections = configuration.poolSize
+        options.connectTimeout = configuration.connectTimeout
+        var clientConfiguration = PostgresClient.Configuration(
+            host: configuration.host, port: configuration.port, username: configuration.username,
+            password: configuration.password, database: configuration.database, tls: configuration.tls.client
+        )
+        clientConfiguration.options = options
+        let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: configuration.logger)
+        let runner = Task { await client.run() }
+        return PostgresTaskStorage(configuration: configuration, client: client, runner: runner)
+    }
+
+    /// A connection of its own (the migration, the change feed), with errors a user can act on.
+    static func openConnection(_ configuration: TaskDatabase.PostgresConfiguration, id: Int) async throws -> PostgresConnection {
+        do {
+            var connectionConfiguration = PostgresConnection.Configuration(
+                host: configuration.host, port: configuration.port, username: configuration.username,
+                password: configuration.password, database: configuration.database, tls: try configuration.tls.connection()
+            )
+            connectionConfiguration.options.connectTimeout = .milliseconds(configuration.connectTimeout.milliseconds)
+            return try await PostgresConnection.connect(configuration: connectionConfiguration, id: id, logger: configuration.logger)
+        } catch {
+            throw PostgresErrors.connectionFailed(error, configuration)
+        }
+    }
+
+    // MARK: - TaskStorage
+
+    /// Shared: several processes use the database; claims are leases.
+    public var isShared: Bool { true }
+
+    /// The lease of a claim: `PostgresConfiguration.leaseDuration`.
+    public var leaseDuration: Duration? { configuration.leaseDuration }
+
+    /// Enqueues actions in one transaction (see `TaskStorage.save(_:)`) and notifies their queues.
+    public func save(_ tasks: [NewTask]) async throws -> [StoredTask] {
+        guard !tasks.isEmpty else { return [] }
+        return try await transaction("save \(tasks.count) action(s)") { connection in
+            try await self.save(tasks, on: connection)
+        }
+    }
+
+    /// Saves inside a transaction the caller runs (`save(_:)`, `PostgresTaskTransaction`).
+    func save(_ tasks: [NewTask], on connection: PostgresConnection) async throws -> [StoredTask] {
+        // One statement per batch of distinct keys: a key saved twice in one call is saved twice,
+        // in order, as the SQLite backend does.
+        var stored: [StoredTask] = []
+        var batch: [NewTask] = []
+        var keys: Set<[String]> = []
+        for task in tasks {
+            if !keys.insert([task.collection, task.key]).inserted {
+                stored += try await saveDistinct(batch, on: connection)
+                batch = []
+                keys = [[task.collection, task.key]]
+            }
+            batch.append(task)
+        }
+        stored += try await saveDistinct(batch, on: connection)
+        return stored
+    }
+
+    private func saveDistinct(_ tasks: [NewTask], on connection: PostgresConnection) async throws -> [StoredTask] {
+        guard !tasks.isEmpty else { return [] }
+        let rows = try await connection.query(
+            sql.saveQuery(
+                collections: tasks.map(\.collection), keys: tasks.map(\.key), queueNames: tasks.map(\.queueName),
+                payloads: tasks.map { ByteBuffer(bytes: $0.payload) }
+            ),
+            logger: logger
+        )
+        var saved: [[String]: (position: Int64, revision: Int64, previousQueue: String?)] = [:]
+        for try await (collection, key, position, revision, previousQueue) in rows.decode((String, String, Int64, Int64, String?).self) {
+            saved[[collection, key]] = (position, revision, previousQueue)
+        }
+        var changed: Set<String> = []
+        let stored = try tasks.map { task in
+            guard let row = saved[[task.collection, task.key]] else {
+                throw TaskBrokerError(code: .storageFailed, message: "The save of \(task.collection)/\(task.key) returned no row.")
+            }
+            changed.insert(task.queueName)
+            if let previous = row.previousQueue { changed.insert(previous) }
+            return StoredTask(
+                key: task.key, collection: task.collection, queueName: task.queueName, payload: task.payload,
+                position: row.position, revision: row.revision
+            )
+        }
+        try await notify(ChangeMessage.chunks(queues: changed.sorted()), on: connection)
+        return stored
+    }
+
+    /// Deletes an action (see `TaskStorage.delete(key:collection:)`) and notifies its queue.
+    public func delete(key: String, collection: String) async throws -> StoredTask? {
+        try await transaction("delete \(collection)/\(key)") { connection in
+            try await self.delete(key: key, collection: collection, on: connection)
+        }
+    }
+
+    func delete(key: String, collection: String, on connection: PostgresConnection) async throws -> StoredTask? {
+        let rows = try await connection.query(sql.deleteQuery(collection: collection, key: key), logger: logger)
+        var deleted: StoredTask?
+        for try await row in rows.decode(PostgresSchema.TaskRow.self) {
+            deleted = PostgresSchema.task(row)
+        }
+        if let deleted {
+            try await notify(ChangeMessage.chunks(queues: [deleted.queueName]), on: connection)
+        }
+        return deleted
+    }
+
+    /// The names of every queue that has stored actions, sorted.
+    public func queueNames() async throws -> [String] {
+        try await run("list the queues") {
+            var names: [String] = []
+            for try await name in try await client.query(sql.queueNamesQuery(), logger: logger).decode(String.self) {
+                names.append(name)
+            }
+            return names
+        }
+    }
+
+    /// Every stored action of the given queue(s), in enqueue order.
+    public func tasks(inQueue queueName: String) async throws -> [StoredTask] {
+        try await tasks(inQueues: [queueName])[queueName] ?? []
+    }
+
+    /// Every stored action of the given queue(s), in enqueue order.
+    public func tasks(inQueues queueNames: [String]) async throws -> [String: [StoredTask]] {
+        guard !queueNames.isEmpty else { return [:] }
+        return try await run("read \(queueNames.count) queue(s)") {
+            var result: [String: [StoredTask]] = [:]
+            let rows = try await client.query(sql.tasksQuery(queueNames: queueNames), logger: logger)
+            for try await row in rows.decode(PostgresSchema.TaskRow.self) {
+                let task = PostgresSchema.task(row)
+                result[task.queueName, default: []].append(task)
+            }
+            return result
+        }
+    }
+
+    /// Claims the heads' queues under leases (see `TaskStorage.claim(_:owner:leaseDuration:)`).
+    public func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration) async throws -> [TaskClaimResult] {
+        guard !heads.isEmpty else { return [] }
+        let lease = configuration.leaseDuration
+        return try await run("claim \(heads.count) queue(s)") {
+            let rows = try await client.query(sql.claimQuery(heads: heads, owner: owner, leaseMilliseconds: lease.milliseconds), logger: logger)
+            var answers: [String: (valid: Bool, epoch: Int64?, remaining: Double?)] = [:]
+            for try await (queueName, valid, epoch, remaining) in rows.decode((String, Bool, Int64?, Double?).self) {
+                answers[queueName] = (valid, epoch, remaining)
+            }
+            let now = Date()
+            var granted: [LeaseKey: Int64] = [:]
+            let results = heads.map { head -> TaskClaimResult in
+                guard let answer = answers[head.queueName], answer.valid else { return .changed }
+                if let epoch = answer.epoch {
+                    granted[LeaseKey(owner: owner, queueName: head.queueName)] = epoch
+                    return .granted
+                }
+                // Held by another worker (or being claimed by one right now): look again when its
+                // lease ends, or soon if it has just ended.
+                return .heldElsewhere(until: now.addingTimeInterval(max(answer.remaining ?? 0, 0.05)))
+            }
+            epochs.withLock { $0.merge(granted) { _, new in new } }
+            return results
+        }
+    }
+
+    /// Stores outcomes whose lease `owner` still holds and releases the leases (see `TaskStorage.finish(_:owner:)`).
+    @discardableResult
+    public func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> TaskFinishReport {
+        guard !outcomes.isEmpty else { return TaskFinishReport() }
+        let leases = epochs.withLock { epochs in
+            outcomes.map { epochs[LeaseKey(owner: owner, queueName: $0.task.queueName)] ?? -1 }
+        }
+        let report = try await transaction("store \(outcomes.count) outcome(s)") { connection -> TaskFinishReport in
+            let rows = try await connection.query(sql.finishQuery(outcomes: outcomes, epochs: leases, owner: owner), logger: logger)
+            var held: Set<String> = []
+            var completed: [[String]] = []
+            var failed: Set<String> = []
+            for try await (queueName, kind, collection, key, revision) in rows.decode((String, String, String?, String?, Int64?).self) {
+                switch kind {
+                case "held": held.insert(queueName)
+                case "done":
+                    if let collection, let key, let revision { completed.append([queueName, collection, key, String(revision)]) }
+                default: failed.insert(queueName)
+                }
+            }
+            try await notify(ChangeMessage.chunks(queues: failed.sorted(), completed: completed), on: connection)
+            let queues = Set(outcomes.map(\.task.queueName))
+            let applied = failed.union(completed.map { $0[0] })
+            return TaskFinishReport(fenced: queues.subtracting(held), outdated: held.subtracting(applied))
+        }
+        epochs.withLock { epochs in
+            for outcome in outcomes {
+                epochs[LeaseKey(owner: owner, queueName: outcome.task.queueName)] = nil
+            }
+        }
+        if !report.fenced.isEmpty {
+            logger.warning("refused the outcomes of \(report.fenced.count) queue(s) whose lease \(owner) no longer holds: \(report.fenced.sorted().prefix(5).joined(separator: ", "))")
+        }
+        return report
+    }
+
+    /// Extends the leases `owner` holds on queues whose actions still run; returns those it lost.
+    public func renew(_ queueNames: [String], owner: String, leaseDuration: Duration) async throws -> [String] {
+        guard !queueNames.isEmpty else { return [] }
+        let held = epochs.withLock { epochs in
+            queueNames.compactMap { name in epochs[LeaseKey(owner: owner, queueName: name)].map { (name, $0) } }
+        }
+        guard !held.isEmpty else { return [] }
+        let lease = configuration.leaseDuration
+        return try await run("renew \(held.count) lease(s)") {
+            let rows = try await client.query(
+                sql.renewQuery(queueNames: held.map(\.0), epochs: held.map(\.1), owner: owner, leaseMilliseconds: lease.milliseconds),
+                logger: logger
+            )
+            var renewed: Set<String> = []
+            for try await name in rows.decode(String.self) {
+                renewed.insert(name)
+            }
+            // A lease released meanwhile (its outcome stored) is not lost.
+            return epochs.withLock { epochs in
+                held.filter { name, epoch in
+                    !renewed.contains(name) && epochs[LeaseKey(owner: owner, queueName: name)] == epoch
+                }.map(\.0)
+            }
+        }
+    }
+
+    /// Clears the pauses of the given queues and notifies them.
+    public func resume(queues queueNames: [String]) async throws -> [StoredTask] {
+        guard !queueNames.isEmpty else { return [] }
+        return try await transaction("resume \(queueNames.count) queue(s)") { connection in
+            var resumed: [StoredTask] = []
+            for try await row in try await connection.query(sql.resumeQuery(queueNames: queueNames), logger: logger).decode(PostgresSchema.TaskRow.self) {
+                resumed.append(PostgresSchema.task(row))
+            }
+            try await notify(ChangeMessage.chunks(queues: Set(resumed.map(\.queueName)).sorted()), on: connection)
+            return resumed
+        }
+    }
+
+    /// Deletes every action of a queue and notifies it.
+    public func purge(queue queueName: String) async throws -> Int {
+        try await transaction("purge queue \(queueName)") { connection in
+            var count = 0
+            for try await deleted in try await connection.query(sql.purgeQuery(queueName: queueName), logger: logger).decode(Int.self) {
+                count = deleted
+            }
+            try await notify(ChangeMessage.chunks(queues: [queueName]), on: connection)
+            return count
+        }
+    }
+
+    /// The stored state of every queue that has actions, sorted by name.
+    public func snapshot() async throws -> [TaskQueueSnapshot] {
+        try await run("read the queues' state") {
+            var snapshots: [TaskQueueSnapshot] = []
+            let rows = try await client.query(sql.snapshotQuery(), logger: logger)
+            for try await (name, pending, attempts, pauseKind, pauseUntil) in rows.decode((String, Int, Int32, Int16?, Double?).self) {
+                snapshots.append(TaskQueueSnapshot(
+                    name: name, pending: pending, pause: PostgresSchema.pause(kind: pauseKind, until: pauseUntil), attempts: Int(attempts)
+                ))
+            }
+            return snapshots
+        }
+    }
+
+    /// The change feed: notifications of every process's commits (see `TaskStorage.changes()`).
+    public func changes() async throws -> AsyncStream<[TaskStorageChange]>? {
+        try await PostgresChangeFeed.start(storage: self)
+    }
+
+    // MARK: - Plumbing
+
+    /// Sends the change notifications of a transaction (delivered when it commits).
+    func notify(_ payloads: [String], on connection: PostgresConnection) async throws {
+        guard !payloads.isEmpty else { return }
+        try await connection.execute(sql.notifyQuery(payloads: payloads), logger: logger)
+    }
+
+    /// Runs `body` in one transaction on a pooled connection: committed when it returns, rolled
+    /// back when it throws (its error unchanged), with storage errors made typed.
+    func transaction<T: Sendable>(
+        _ what: String, _ body: @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        try await run(what) {
+            try await client.withConnection { connection in
+                try await Self.inTransaction(connection, logger: logger, body)
+            }
+        }
+    }
+
+    static func inTransaction<T>(
+        _ connection: PostgresConnection, logger: Logger, _ body: (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        try await connection.execute("BEGIN", logger: logger)
+        let value: T
+        do {
+            value = try await body(connection)
+        } catch {
+            try? await connection.execute("ROLLBACK", logger: logger)
+            throw error
+        }
+        try await connection.execute("COMMIT", logger: logger)
+        return value
+    }
+
+    /// Runs a storage operation; a PostgreSQL or connection error becomes `storageFailed`.
+    func run<T>(_ what: String, _ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as TaskBrokerError {
+            throw error
+        } catch let error as UserCodeFailed {
+            throw error
+        } catch {
+            throw PostgresErrors.storageFailed(what, error, configuration)
+        }
+    }
+}
+
+/// An error thrown by the caller's own code inside a transaction, carried through the storage
+/// error handling unchanged.
+struct UserCodeFailed: Error {
+    let error: any Error
+}
+
+extension TaskOutcome {
+    var task: StoredTask {
+        switch self {
+        case .completed(let task), .failed(let task, _): task
+        }
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds, for interval arithmetic in SQL.
+    var milliseconds: Int64 {
+        let parts = components
+        return parts.seconds * 1000 + parts.attoseconds / 1_000_000_000_000_000
+    }
+}
+
+extension PostgresConnection {
+    /// Runs a statement and reads its result to the end (a result left unread would hold the
+    /// connection's next statement back).
+    func execute(_ query: PostgresQuery, logger: Logger) async throws {
+        _ = try await self.query(query, logger: logger).collect()
+    }
+}

@@ -1,0 +1,60 @@
+import Foundation
+public import PostgresNIO
+public import TaskBroker
+
+/// One PostgreSQL transaction of `TaskBroker/TaskDatabase/write(_:)-(PostgresTaskTransaction)`: your own SQL
+/// through `connection`, actions through `save(_:)` and `delete(key:collection:)`,
+/// committed together or not at all.
+public final class PostgresTaskTransaction {
+    /// The connection inside the transaction: run your own statements on it.
+    public let connection: PostgresConnection
+    let storage: PostgresTaskStorage
+    private let encoder = JSONEncoder()
+
+    init(connection: PostgresConnection, storage: PostgresTaskStorage) {
+        self.connection = connection
+        self.storage = storage
+    }
+
+    /// Runs one of your statements in the transaction.
+    ///
+    /// - Parameter query: The statement, with its binds (`"INSERT INTO message VALUES (\(id))"`).
+    /// - Returns: The rows it returns.
+    /// - Throws: PostgreSQL's error; throw it on from your body to roll everything back.
+    @discardableResult
+    public func query(_ query: PostgresQuery) async throws -> PostgresRowSequence {
+        try await connection.query(query, logger: storage.logger)
+    }
+
+    /// Runs one of your statements in the transaction and reads its result to the end (for
+    /// statements whose rows you do not need: `CREATE`, `INSERT`, `UPDATE`).
+    ///
+    /// - Parameter query: The statement, with its binds.
+    /// - Throws: PostgreSQL's error; throw it on from your body to roll everything back.
+    public func execute(_ query: PostgresQuery) async throws {
+        try await connection.execute(query, logger: storage.logger)
+    }
+
+    /// Enqueues (or replaces) an action as part of this transaction.
+    ///
+    /// - Parameter action: The action to enqueue.
+    /// - Throws: `TaskBrokerError` with code `.encodingFailed`, or PostgreSQL's error.
+    public func save<Action: TaskQueueAction>(_ action: Action) async throws {
+        _ = try await storage.save([try NewTask(encoding: action, with: encoder)], on: connection)
+    }
+
+    /// Deletes (cancels) an action as part of this transaction.
+    ///
+    /// - Parameters:
+    ///   - key: The action's key.
+    ///   - collection: The action's collection.
+    /// - Returns: `true` if an action was deleted.
+    /// - Throws: PostgreSQL's error.
+    @discardableResult
+    public func delete(key: String, collection: String) async throws -> Bool {
+        try await storage.delete(key: key, collection: collection, on: connection) != nil
+    }
+}
+
+@available(*, unavailable)
+extension PostgresTaskTransaction: Sendable {}

@@ -1,0 +1,145 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import TaskBroker
+import Testing
+
+/// Three worker processes share 100 queues on PostgreSQL while a random one is SIGKILLed every
+/// 1–3 s and started again. Every action completes, each queue runs in order and one action at a
+/// time across the cluster, and the only re-runs are of actions whose worker died running them.
+@Suite(.timeLimit(.minutes(3)))
+struct PostgresCrashTests {
+    struct Stamp {
+        var start: Bool
+        var key: String
+        var pid: Int32
+        var time: Int64
+    }
+
+    @Test func threeWorkersKilledAtRandomLoseNothingAndKeepEveryQueueSerialAndInOrder() async throws {
+        let seed = UInt64(ProcessInfo.processInfo.environment["QUEUEKIT_CRASH_SEED"] ?? "") ?? UInt64.random(in: 1...UInt64.max)
+        var random = SplitMix64(state: seed)
+        let store = try TestStore(.postgres)
+        let database = try await store.open()
+        let queues = 100
+        let perQueue = 200
+        for chunk in 0..<(perQueue / 10) {
+            try await database.save((0..<(queues * 10)).map { offset in
+                let index = chunk * 10 + offset / queues
+                let queue = offset % queues
+                return CrashAction(key: "q\(queue)-\(index)", queueName: "crash-q\(queue)", index: index)
+            })
+        }
+        let directory = try TemporaryDirectory()
+        var launched = 0
+        func launch() async throws -> CrashHelperRun {
+            launched += 1
+            let worker = try CrashHelperRun(arguments: ["pg-worker", try PostgresTestServer.url(), store.schema, directory.path("worker\(launched).log")])
+            let first = await worker.line(after: 0)
+            guard first == "ready" else { throw WorkerFailed(line: first) }
+            return worker
+        }
+        var workers = [try await launch(), try await launch(), try await launch()]
+        var kills: [Int32: Int64] = [:]
+        let started = ContinuousClock.now
+        while try await !database.snapshot().isEmpty, ContinuousClock.now - started < .seconds(150) {
+            let wait = Int.random(in: 1_000...3_000, using: &random)
+            let deadline = ContinuousClock.now + .milliseconds(wait)
+            // Watch for the end while waiting for the next kill (a coarse poll of the real database).
+            while ContinuousClock.now < deadline, try await !database.snapshot().isEmpty {
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            guard try await !database.snapshot().isEmpty else { break }
+            let victim = Int.random(in: 0..<workers.count, using: &random)
+            kills[workers[victim].process.processIdentifier] = monotonicNanoseconds()
+            workers[victim].kill()
+            workers[victim] = try await launch()
+        }
+        for worker in workers {
+            worker.finish()
+        }
+        let elapsed = ContinuousClock.now - started
+        #expect(try await database.snapshot().isEmpty, "every action completed (seed \(seed))")
+
+        // What the workers' handlers recorded.
+        var stamps: [Stamp] = []
+        for index in 1...launched {
+            let text = (try? String(contentsOfFile: directory.path("worker\(index).log"), encoding: .utf8)) ?? ""
+            for line in text.split(separator: "\n") {
+                let fields = line.split(separator: " ")
+                guard fields.count == 4, let pid = Int32(fields[2]), let time = Int64(fields[3]) else { continue }
+                stamps.append(Stamp(start: fields[0] == "S", key: String(fields[1]), pid: pid, time: time))
+            }
+        }
+        stamps.sort { $0.time < $1.time }
+        let keys = (0..<queues).flatMap { queue in (0..<perQueue).map { "q\(queue)-\($0)" } }
+        var ends: [String: [(pid: Int32, time: Int64)]] = [:]
+        var starts: [String: [Stamp]] = [:]
+        for stamp in stamps {
+            if stamp.start { starts[stamp.key, default: []].append(stamp) } else { ends[stamp.key, default: []].append((stamp.pid, stamp.time)) }
+        }
+        #expect(Set(keys).isSubset(of: Set(ends.keys)), "every action's handler returned at least once")
+
+        // A run ends when its handler returns, or when its worker is killed.
+        func end(of run: Stamp) -> Int64 {
+            ends[run.key]?.first { $0.pid == run.pid && $0.time >= run.time }?.time ?? kills[run.pid] ?? .max
+        }
+        var overlaps = 0
+        var outOfOrder = 0
+        var unexplainedReruns = 0
+        var takeovers: [Double] = []
+        for queue in 0..<queues {
+            let runs = stamps.filter { $0.start && $0.key.hasPrefix("q\(queue)-") }
+            var busyUntil = Int64.min
+            for run in runs {
+                if run.time < busyUntil { overlaps += 1 }
+                busyUntil = max(busyUntil, end(of: run))
+                let index = Int(run.key.split(separator: "-")[1]) ?? 0
+                // Every predecessor's handler returned before this action started.
+                for predecessor in 0..<index where (ends["q\(queue)-\(predecessor)"]?.first?.time ?? .max) > run.time {
+                    outOfOrder += 1
+                    Issue.record("\(run.key) started before q\(queue)-\(predecessor) completed")
+                    break
+                }
+            }
+        }
+        for key in keys {
+            let runs = starts[key] ?? []
+            for (position, run) in runs.enumerated().dropLast() {
+                // Re-run: the earlier run's worker died after starting it (before its outcome was stored).
+                guard let killed = kills[run.pid], killed >= run.time else {
+                    unexplainedReruns += 1
+                    let returned = ends[key]?.contains { $0.pid == run.pid && $0.time >= run.time } ?? false
+                    Issue.record("\(key) ran again though worker \(run.pid) was not killed while running it (its handler returned: \(returned); the next run started \(Double(runs[position + 1].time - run.time) / 1e9) s later)")
+                    continue
+                }
+                takeovers.append(Double(runs[position + 1].time - killed) / 1e9)
+            }
+        }
+        let reruns = takeovers.count + unexplainedReruns
+        takeovers.sort()
+        let median = takeovers.isEmpty ? 0 : takeovers[takeovers.count / 2]
+        print(
+            "PostgreSQL crash test (seed \(seed)): \(keys.count) actions, 100 queues, 3 workers, \(kills.count) SIGKILLs in \(elapsed);",
+            "\(reruns) re-runs, all of actions in flight in a killed worker: \(unexplainedReruns == 0);",
+            "takeover after SIGKILL: median \(String(format: "%.2f", median)) s, max \(String(format: "%.2f", takeovers.last ?? 0)) s (lease 2 s)"
+        )
+        #expect(kills.count >= 3, "the workers were killed several times")
+        #expect(overlaps == 0, "no two actions of one queue ran at once (seed \(seed))")
+        #expect(outOfOrder == 0, "no action started before its predecessor completed (seed \(seed))")
+        #expect(unexplainedReruns == 0, "the only re-runs are of actions whose worker died running them (seed \(seed))")
+        #expect((takeovers.last ?? 0) < 2 + 0.67 + 2, "a dead worker's queue is taken over within the lease and a renewal (plus scheduling slack)")
+    }
+
+    struct WorkerFailed: Error {
+        var line: String
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds, the clock the workers stamp with.
+private func monotonicNanoseconds() -> Int64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+}

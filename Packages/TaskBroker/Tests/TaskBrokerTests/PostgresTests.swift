@@ -1,0 +1,220 @@
+import AsyncPrimitivesTesting
+import Foundation
+import Logging
+import PostgresNIO
+import Synchronization
+import TaskBroker
+import TaskBrokerPostgres
+import Testing
+
+/// What only the PostgreSQL backend does: workers of one pool, the caller's transaction, typed
+/// connection errors, the schema's version, and a server that restarts under a running broker.
+@Suite(.timeLimit(.minutes(1)))
+struct PostgresTests {
+    @Test func enqueueingInsideTheCallersTransactionCommitsTogetherOrNotAtAll() async throws {
+        let store = try TestStore(.postgres)
+        let database = try await store.open()
+        let handler = RecordingHandler<TestAction>()
+        let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: handler)
+        let table = "\"\(store.schema)\".message"
+        try await database.write { tx in
+            try await tx.execute(PostgresQuery(unsafeSQL: "CREATE TABLE \(table) (id text PRIMARY KEY, body text)"))
+        }
+        struct Rollback: Error {}
+        await #expect(throws: Rollback.self) {
+            try await database.write { tx in
+                try await tx.execute(PostgresQuery(unsafeSQL: "INSERT INTO \(table) (id, body) VALUES ('m1', 'lost')"))
+                try await tx.save(TestAction(key: "lost", queueName: "h-q"))
+                throw Rollback()
+            }
+        }
+        #expect(try await database.snapshot().isEmpty, "the rolled-back action is not stored")
+        let count = try await database.write { tx -> Int in
+            try await tx.execute(PostgresQuery(unsafeSQL: "INSERT INTO \(table) (id, body) VALUES ('m2', 'hello')"))
+            try await tx.save(TestAction(key: "m2", queueName: "h-q"))
+            var count = 0
+            for try await value in try await tx.query(PostgresQuery(unsafeSQL: "SELECT count(*)::int8 FROM \(table)")).decode(Int.self) {
+                count = value
+            }
+            return count
+        }
+        #expect(count == 1, "neither row of the rolled-back transaction exists")
+        #expect(await handler.handled.values(count: 1) == ["m2"])
+        await broker.shutdown()
+        #expect(handler.handled.values == ["m2"])
+    }
+
+    @Test func twoWorkersOfOnePoolShareTheQueuesAndRunEachQueueOneAtATimeInOrder() async throws {
+        let store = try TestStore(.postgres)
+        let probe = ConcurrencyProbe()
+        let workers = try await (0..<2).asyncMap { _ in
+            let database = try await store.open()
+            let handler = RecordingHandler<TestAction> { action in await probe.run(action) }
+            let broker = try await TaskQueueBroker.setup(
+                database: database, name: "pool", handler: handler, configuration: .init(maxConcurrentQueues: 4)
+            )
+            return (database, handler, broker)
+        }
+        let database = workers[0].0
+        let keys = (0..<10).flatMap { queue in (0..<15).map { "q\(queue)-\($0)" } }
+        try await database.save(keys.map { TestAction(key: $0, queueName: "pool-\($0.split(separator: "-")[0])") })
+        _ = await probe.finished.values(count: keys.count)
+        for (_, _, broker) in workers {
+            await broker.shutdown()
+        }
+        let handled = workers[0].1.handled.values + workers[1].1.handled.values
+        #expect(handled.sorted() == keys.sorted(), "every action ran once")
+        #expect(probe.overlaps == 0, "no two actions of one queue ever ran at once")
+        for queue in 0..<10 {
+            #expect(probe.order(of: "q\(queue)") == (0..<15).map { "q\(queue)-\($0)" }, "queue q\(queue) ran in order")
+        }
+        #expect(!workers[0].1.handled.values.isEmpty && !workers[1].1.handled.values.isEmpty, "both workers took part")
+        #expect(try await database.snapshot().isEmpty)
+    }
+
+    @Test func aQueueAWorkerStopsHoldingIsTakenOverAfterTheLeaseAndItsActionRunsAgain() async throws {
+        let store = try TestStore(.postgres)
+        let first = try await store.open(leaseDuration: .milliseconds(800))
+        let stuck = GateHandler()
+        let brokerA = try await TaskQueueBroker.setup(
+            database: first, name: "pool", handler: stuck, configuration: .init(shutdownTimeout: .zero)
+        )
+        try await first.save(TestAction(key: "a", queueName: "pool-q"))
+        #expect(await stuck.started.values(count: 1) == ["a"])
+        // A gives up on its handler without storing an outcome (as a worker that dies): its lease
+        // stays until it expires.
+        await brokerA.shutdown()
+        let second = try await store.open(leaseDuration: .milliseconds(800))
+        let handler = RecordingHandler<TestAction>()
+        let brokerB = try await TaskQueueBroker.setup(database: second, name: "pool", handler: handler)
+        let recorder = EventRecorder(brokerB)
+        #expect(await handler.handled.values(count: 1) == ["a"], "B runs the action again")
+        let events = await recorder.wait { $0.isSuccess("a") }
+        #expect(events.first == .started(queueName: "pool-q", key: "a", collection: "actions", attempt: 1))
+        await brokerB.shutdown()
+        #expect(try await second.snapshot().isEmpty)
+    }
+
+    @Test func settingUpTheSameNameTwiceOnOneDatabaseIsStillAnError() async throws {
+        let database = try await TestStore(.postgres).open()
+        let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: RecordingHandler<TestAction>())
+        await #expect { try await TaskQueueBroker.setup(database: database, name: "h", handler: RecordingHandler<TestAction>()) } throws: { error in
+            (error as? TaskBrokerError)?.code == .queueAlreadyClaimed
+        }
+        await broker.shutdown()
+    }
+
+    @Test func aSchemaWrittenByANewerVersionIsRefused() async throws {
+        let store = try TestStore(.postgres)
+        let database = try await store.open()
+        try await database.write { tx in
+            try await tx.execute(PostgresQuery(unsafeSQL: "UPDATE \"\(store.schema)\".meta SET value = 99 WHERE name = 'schema_version'"))
+        }
+        await #expect { _ = try await store.open() } throws: { error in
+            guard let error = error as? TaskBrokerError else { return false }
+            return error.code == .incompatibleSchema && error.message.contains("99")
+        }
+    }
+
+    @Test func manyWorkersStartingAtOnceOnAnEmptySchemaMigrateItOnce() async throws {
+        let store = try TestStore(.postgres)
+        let databases = try await withThrowingTaskGroup(of: TaskDatabase.self) { group in
+            for _ in 0..<6 {
+                group.addTask { try await store.open() }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(databases.count == 6)
+        try await databases[0].save(TestAction(key: "a", queueName: "h-q"))
+        #expect(try await databases[5].snapshot().map(\.name) == ["h-q"], "every worker sees one schema")
+    }
+
+    @Test func aWrongPasswordIsATypedErrorThatNamesTheHostAndThePassword() async throws {
+        var configuration = try TestStore(.postgres).postgresConfiguration()
+        configuration.password = "not-the-password"
+        await #expect { _ = try await TaskDatabase.postgres(configuration: configuration) } throws: { error in
+            guard let error = error as? TaskBrokerError else { return false }
+            return error.code == .connectionFailed && error.message.contains("127.0.0.1") && error.message.contains("password")
+        }
+    }
+
+    @Test func aMissingDatabaseIsATypedErrorThatNamesIt() async throws {
+        var configuration = try TestStore(.postgres).postgresConfiguration()
+        configuration.database = "no_such_database"
+        await #expect { _ = try await TaskDatabase.postgres(configuration: configuration) } throws: { error in
+            guard let error = error as? TaskBrokerError else { return false }
+            return error.code == .connectionFailed && error.message.contains("no_such_database") && error.message.contains("does not exist")
+        }
+    }
+
+    @Test func anUnreachableServerIsATypedErrorNotAHang() async throws {
+        var configuration = try TestStore(.postgres).postgresConfiguration()
+        configuration.port = 1  // nothing listens on port 1 of loopback
+        configuration.connectTimeout = .seconds(2)
+        await #expect { _ = try await TaskDatabase.postgres(configuration: configuration) } throws: { error in
+            guard let error = error as? TaskBrokerError else { return false }
+            return error.code == .connectionFailed && error.message.contains("127.0.0.1:1") && error.message.contains("server runs")
+        }
+    }
+
+    @Test(arguments: ["mysql://u@h/d", "postgres://h/d", "postgres://u@/d", "postgres://u@h/d?lease=-1", "postgres://u@h/d?sslmode=require", "postgres://u@h/d?x=1"])
+    func anUnusableURLIsATypedError(_ url: String) {
+        #expect { _ = try TaskDatabase.PostgresConfiguration(url: url) } throws: { error in
+            (error as? TaskBrokerError)?.code == .invalidConfiguration
+        }
+    }
+
+    @Test func aURLSetsEveryField() throws {
+        let configuration = try TaskDatabase.PostgresConfiguration(url: "postgresql://app%40x:p%2Fw@db.internal:6543/jobs?schema=work&lease=2.5")
+        #expect(configuration.host == "db.internal" && configuration.port == 6543)
+        #expect(configuration.username == "app@x" && configuration.password == "p/w" && configuration.database == "jobs")
+        #expect(configuration.schema == "work" && configuration.leaseDuration == .milliseconds(2_500))
+    }
+
+    @Test func anUnusableSchemaNameIsRefusedBeforeConnecting() async throws {
+        var configuration = try TestStore(.postgres).postgresConfiguration()
+        configuration.schema = "Robert'); DROP TABLE students;--"
+        await #expect { _ = try await TaskDatabase.postgres(configuration: configuration) } throws: { error in
+            (error as? TaskBrokerError)?.code == .invalidConfiguration
+        }
+    }
+
+}
+
+/// The server restarts under a running broker. Its own suite, run by `make test-all` in a `swift
+/// test` of its own (`--filter PostgresRestartTests`): a restart drops every connection to the
+/// server, those of tests running beside it too.
+@Suite(.timeLimit(.minutes(1)))
+struct PostgresRestartTests {
+    @Test func aServerRestartMidRunLosesNothingAndTheBrokerGoesOn() async throws {
+        let restart = try PostgresTestServer.restartCommand()
+        let store = try TestStore(.postgres)
+        let database = try await store.open()
+        let handler = RecordingHandler<TestAction>()
+        let broker = try await TaskQueueBroker.setup(
+            database: database, name: "h", handler: handler,
+            configuration: .init(
+                logger: store.logger ?? .init(label: "quiet", factory: { _ in SwiftLogNoOpLogHandler() }),
+                storageRetryBackoff: .init(initial: .milliseconds(50), maximum: .milliseconds(500))
+            )
+        )
+        try await database.save((0..<20).map { TestAction(key: "before\($0)", queueName: "h-q\($0 % 4)") })
+        _ = await handler.handled.values(count: 20)
+        try await PostgresTestServer.run(restart)
+        // The pool and the change feed reconnect; a save may fail while the server comes back.
+        var saved = false
+        for _ in 0..<100 where !saved {
+            do {
+                try await database.save((0..<20).map { TestAction(key: "after\($0)", queueName: "h-q\($0 % 4)") })
+                saved = true
+            } catch {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        #expect(saved, "the database takes saves again after the restart")
+        let handled = await handler.handled.values(count: 40)
+        #expect(Set(handled).count == 40, "every action ran")
+        await broker.shutdown()
+        #expect(try await database.snapshot().isEmpty)
+    }
+}
