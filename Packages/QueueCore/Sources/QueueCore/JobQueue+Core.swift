@@ -39,15 +39,20 @@ extension JobQueue {
 
         @usableFromInline let event: JobQueueEvent
         @usableFromInline let jobs: Jobs
+        /// The event's number on its queue: an observer hears only the events numbered from
+        /// its `JobQueueObserver.firstEvent` on (those recorded after it was registered).
+        @usableFromInline let sequence: UInt64
 
-        @inlinable init(event: JobQueueEvent, jobs: [Job]) {
+        @inlinable init(event: JobQueueEvent, jobs: [Job], sequence: UInt64) {
             self.event = event
             self.jobs = .many(jobs)
+            self.sequence = sequence
         }
 
-        @inlinable init(event: JobQueueEvent, job: Job) {
+        @inlinable init(event: JobQueueEvent, job: Job, sequence: UInt64) {
             self.event = event
             self.jobs = .one(job)
+            self.sequence = sequence
         }
     }
 
@@ -74,6 +79,8 @@ extension JobQueue {
         @usableFromInline var failures: Deque<Failure> = []
         @usableFromInline var events: [PendingEvent] = []
         @usableFromInline let observers = JobQueueObservers<Job>()
+        /// How many events have been recorded for observers; the next one gets this plus one.
+        @usableFromInline var recordedEvents: UInt64 = 0
         @usableFromInline var failureCounts: [String: Int] = [:]
         @usableFromInline var lastPersistenceError: QueueError?
         @usableFromInline var persistenceErrorCount = 0
@@ -101,14 +108,16 @@ extension JobQueue {
         /// Queues an event for the observers, if there are any.
         @inlinable mutating func record(_ event: JobQueueEvent, _ jobs: [Job]) {
             if !observers.isEmpty {
-                events.append(PendingEvent(event: event, jobs: jobs))
+                recordedEvents &+= 1
+                events.append(PendingEvent(event: event, jobs: jobs, sequence: recordedEvents))
             }
         }
 
         /// Queues an event about one job for the observers, if there are any.
         @inlinable mutating func record(_ event: JobQueueEvent, _ job: Job) {
             if !observers.isEmpty {
-                events.append(PendingEvent(event: event, job: job))
+                recordedEvents &+= 1
+                events.append(PendingEvent(event: event, job: job, sequence: recordedEvents))
             }
         }
 

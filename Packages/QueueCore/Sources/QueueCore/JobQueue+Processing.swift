@@ -32,7 +32,11 @@ extension JobQueue {
                     case .many(let many):
                         jobs = many
                     }
-                    for observer in observers where observer.active.load(ordering: .acquiring) {
+                    // An observer hears only events recorded after it was registered, and
+                    // nothing once its token is invalidated (checked before every event).
+                    for observer in observers
+                    where pending.sequence >= observer.firstEvent.load(ordering: .relaxed)
+                        && observer.active.load(ordering: .acquiring) {
                         observer.block(self, jobs, pending.event)
                     }
                 }

@@ -375,8 +375,12 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
     @usableFromInline func observe(_ observer: JobQueueObserver<Job>) -> JobQueueNotificationToken<Job> {
         // The token holds the list of observers, not the queue: a weak reference to the queue
         // would move every retain and release of it, one per job, to the slow path.
-        let observers = core.withLock { $0.observers }
-        let id = observers.add(observer)
+        // Registered under the queue's lock, so that the observer hears exactly the events
+        // recorded from now on, even those a pending delivery batch already holds.
+        let (observers, id) = core.withLock { core -> (JobQueueObservers<Job>, UInt64) in
+            observer.firstEvent.store(core.recordedEvents &+ 1, ordering: .relaxed)
+            return (core.observers, core.observers.add(observer))
+        }
         return JobQueueNotificationToken(observer: observer) {
             observers.remove(id: id)
         }

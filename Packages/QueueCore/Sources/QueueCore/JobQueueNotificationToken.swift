@@ -36,6 +36,9 @@ final class JobQueueObserver<Job: QueueJob>: Sendable {
     /// Called when the queue is deinitialized (ends an `events` stream).
     @usableFromInline let queueDidEnd: (@Sendable () -> Void)?
     @usableFromInline let active = Atomic<Bool>(true)
+    /// The number of the first event this observer hears (set when it is registered, under
+    /// the queue's lock; read on the queue's executor after that lock has been taken again).
+    @usableFromInline let firstEvent = Atomic<UInt64>(UInt64.max)
 
     init(
         block: @escaping @Sendable (JobQueue<Job>, [Job], JobQueueEvent) -> Void,
