@@ -103,16 +103,26 @@ struct Callbacks<Value: Sendable>: Sendable {
 
 /// Runs callbacks on their queues without one dispatch per link where it can.
 ///
-/// Handlers bound for one queue that become ready while a block of ours for that queue is
-/// already dispatched (many futures filled from another thread, say) join that block's batch
-/// instead of dispatching one block each; the batch runs them in the order they became ready.
+/// Handlers bound for one queue that become ready one after another on one thread (many
+/// futures filled from another thread, say) join the block that thread dispatched last, as
+/// long as that block has not started, instead of dispatching one block each; the block runs
+/// them in the order they became ready. A handler joins only the *last* block its thread
+/// dispatched, so no handler overtakes one that became ready before it on the same thread,
+/// even when two `DispatchQueue` values name the same queue (on Linux every read of
+/// `DispatchQueue.main` makes a new one).
 ///
 /// Each block this type dispatches drains a small job list and publishes it in a thread-local
 /// slot for as long as it runs. A future filled by a handler that is running on queue `Q`
 /// (a `pipe` link, or user code inside a handler) puts its own handlers for `Q` on that list
 /// instead of dispatching them again. They still run after the current handler returns, never
 /// inside `fill` or `then`, and on the queue they asked for; a chain of any length runs as a
-/// loop, not as nested calls, so it cannot overflow the stack.
+/// loop, not as nested calls, so it cannot overflow the stack. Once a handler of the block has
+/// dispatched anything elsewhere, later handlers for `Q` are dispatched too (the other block
+/// may be bound for the same queue under another `DispatchQueue` value, and must not be
+/// overtaken).
+///
+/// Handlers that join one block run one after another, also on a concurrent queue: a handler
+/// must not wait for another handler bound for the same queue.
 @usableFromInline
 enum Scheduler: Sendable {
     /// Schedules one callback.
@@ -124,9 +134,11 @@ enum Scheduler: Sendable {
         }
         let body = callback.body
         let job: Job = { body(value) }
-        if let drain = DrainContext.current, drain.queue === queue {
+        let drain = DrainContext.current
+        if let drain, drain.accepts(queue) {
             drain.append(job)
         } else {
+            drain?.seal()
             DrainContext.dispatch(job, on: queue)
         }
     }
@@ -152,10 +164,11 @@ enum Scheduler: Sendable {
             }
             let body = callback.body
             let job: Job = { body(value) }
-            if let drain, drain.queue === queue {
+            if let drain, drain.accepts(queue) {
                 drain.append(job)
                 continue
             }
+            drain?.seal()
             if groupQueue !== queue {
                 flush()
                 groupQueue = queue
@@ -175,9 +188,24 @@ final class DrainContext {
     @usableFromInline let queue: DispatchQueue
     private var jobs: [Job] = []
     private var head = 0
+    /// Set once a job of this block has dispatched a block of its own: from then on, jobs for
+    /// `queue` are dispatched too, so that none overtakes that block.
+    private var sealed = false
 
     private init(queue: DispatchQueue) {
         self.queue = queue
+    }
+
+    /// Whether a job for `queue` may run in this block, after the current job.
+    @usableFromInline
+    func accepts(_ queue: DispatchQueue) -> Bool {
+        !sealed && self.queue === queue
+    }
+
+    /// Makes every later job for this block's queue be dispatched instead of appended.
+    @usableFromInline
+    func seal() {
+        sealed = true
     }
 
     @usableFromInline
@@ -203,28 +231,32 @@ final class DrainContext {
         return Unmanaged<DrainContext>.fromOpaque(pointer).takeUnretainedValue()
     }
 
-    /// Schedules `job` on `queue` from outside a block of ours on that queue: it joins the
-    /// queue's pending batch, and only the first job of a batch dispatches a block.
+    /// Schedules `job` on `queue`: it joins the block this thread dispatched last if that
+    /// block is for `queue` and has not started; otherwise it dispatches a new block.
     @usableFromInline
     static func dispatch(_ job: @escaping Job, on queue: DispatchQueue) {
-        if PendingBatches.shared.add(job, for: queue) {
-            queue.async { drainBatches(of: queue) }
-        }
+        let key = ObjectIdentifier(queue)
+        if let last = Batch.last, last.queue == key, last.join(job) { return }
+        start(Batch(queue: key, jobs: [job]), on: queue)
     }
 
-    /// Schedules `jobs`, in order, on `queue`, joining its pending batch like one job does.
+    /// Schedules `jobs`, in order, on `queue`, joining a block like one job does.
     @usableFromInline
     static func dispatch(_ jobs: [Job], on queue: DispatchQueue) {
-        if PendingBatches.shared.add(contentsOf: jobs, for: queue) {
-            queue.async { drainBatches(of: queue) }
-        }
+        let key = ObjectIdentifier(queue)
+        if let last = Batch.last, last.queue == key, last.join(contentsOf: jobs) { return }
+        start(Batch(queue: key, jobs: jobs), on: queue)
     }
 
-    /// The block a batch dispatches: runs the jobs pending for `queue` in order, each
-    /// followed by the jobs it scheduled on `queue` itself; then, if more became pending
-    /// meanwhile, dispatches one more block for them (so other work on `queue` is not starved).
-    static func drainBatches(of queue: DispatchQueue) {
-        let jobs = PendingBatches.shared.take(for: queue)
+    private static func start(_ batch: Batch, on queue: DispatchQueue) {
+        Batch.last = batch
+        queue.async { drain(batch, on: queue) }
+    }
+
+    /// The block a batch dispatches: runs the batch's jobs in order, each followed by the
+    /// jobs it scheduled on `queue` itself.
+    private static func drain(_ batch: Batch, on queue: DispatchQueue) {
+        let jobs = batch.start()
         let context = DrainContext(queue: queue)
         let previous = pthread_getspecific(slot)
         pthread_setspecific(slot, Unmanaged.passUnretained(context).toOpaque())
@@ -236,9 +268,6 @@ final class DrainContext {
         }
         pthread_setspecific(slot, previous)
         withExtendedLifetime(context) {}
-        if PendingBatches.shared.finish(for: queue) {
-            queue.async { drainBatches(of: queue) }
-        }
     }
 
     private static let slot: pthread_key_t = {
@@ -248,72 +277,78 @@ final class DrainContext {
     }()
 }
 
-/// The jobs waiting for a block of ours on each queue.
+/// The jobs of one dispatched block, which jobs may join until the block starts.
 ///
-/// A queue has an entry from the moment a job is scheduled on it from outside until a block
-/// has run every job and found none new; while it has one, one block for it is dispatched or
-/// running (that block retains the queue, so its identifier cannot be reused meanwhile).
-final class PendingBatches: Sendable {
-    static let shared = PendingBatches()
+/// It names its queue by `ObjectIdentifier` and holds no reference to it, so the batch a
+/// thread remembers keeps no queue alive. The identifier cannot be reused while a job could
+/// still join: until the block starts, the dispatched block retains the queue.
+final class Batch: Sendable {
+    private struct State {
+        var jobs: [Job]
+        var started = false
+    }
 
-    /// One entry per queue with a block dispatched or running: a handful at most, so a linear
-    /// search beats hashing.
-    private let batches = Mutex<[(queue: ObjectIdentifier, jobs: [Job])]>([])
+    let queue: ObjectIdentifier
+    private let state: Mutex<State>
 
-    /// Appends `job` to `queue`'s batch; `true` when the caller must dispatch the block.
-    func add(_ job: @escaping Job, for queue: DispatchQueue) -> Bool {
-        let key = ObjectIdentifier(queue)
-        return batches.withLock { batches -> Bool in
-            for index in batches.indices where batches[index].queue == key {
-                batches[index].jobs.append(job)
-                return false
-            }
-            batches.append((key, [job]))
+    init(queue: ObjectIdentifier, jobs: [Job]) {
+        self.queue = queue
+        self.state = Mutex(State(jobs: jobs))
+    }
+
+    /// Appends `job` unless the block has started; `false` when it has.
+    func join(_ job: @escaping Job) -> Bool {
+        state.withLock { state -> Bool in
+            if state.started { return false }
+            state.jobs.append(job)
             return true
         }
     }
 
-    /// Appends `jobs` to `queue`'s batch; `true` when the caller must dispatch the block.
-    func add(contentsOf jobs: [Job], for queue: DispatchQueue) -> Bool {
-        let key = ObjectIdentifier(queue)
-        return batches.withLock { batches -> Bool in
-            for index in batches.indices where batches[index].queue == key {
-                batches[index].jobs.append(contentsOf: jobs)
-                return false
-            }
-            batches.append((key, jobs))
+    /// Appends `jobs` unless the block has started; `false` when it has.
+    func join(contentsOf jobs: [Job]) -> Bool {
+        state.withLock { state -> Bool in
+            if state.started { return false }
+            state.jobs.append(contentsOf: jobs)
             return true
         }
     }
 
-    /// Takes the jobs pending for `queue`, leaving its entry (a block is running).
-    func take(for queue: DispatchQueue) -> [Job] {
-        let key = ObjectIdentifier(queue)
-        return batches.withLock { batches -> [Job] in
-            for index in batches.indices where batches[index].queue == key {
-                var jobs: [Job] = []
-                swap(&jobs, &batches[index].jobs)
-                return jobs
-            }
-            return []
+    /// Closes the batch to new jobs and takes its jobs.
+    func start() -> [Job] {
+        state.withLock { state -> [Job] in
+            state.started = true
+            var jobs: [Job] = []
+            swap(&jobs, &state.jobs)
+            return jobs
         }
     }
 
-    /// Ends a block: removes `queue`'s entry when nothing new is pending; `true` when
-    /// something is and the caller must dispatch one more block.
-    func finish(for queue: DispatchQueue) -> Bool {
-        let key = ObjectIdentifier(queue)
-        return batches.withLock { batches -> Bool in
-            for index in batches.indices where batches[index].queue == key {
-                if batches[index].jobs.isEmpty {
-                    batches.remove(at: index)
-                    return false
-                }
-                return true
+    /// The batch this thread dispatched last (retained by the thread until it dispatches
+    /// another one, or exits).
+    static var last: Batch? {
+        get {
+            guard let pointer = pthread_getspecific(lastSlot) else { return nil }
+            return Unmanaged<Batch>.fromOpaque(pointer).takeUnretainedValue()
+        }
+        set {
+            let old = pthread_getspecific(lastSlot)
+            pthread_setspecific(lastSlot, newValue.map { Unmanaged.passRetained($0).toOpaque() })
+            if let old {
+                Unmanaged<Batch>.fromOpaque(old).release()
             }
-            return false
         }
     }
+
+    private static let lastSlot: pthread_key_t = {
+        var key = pthread_key_t()
+        // A thread that exits releases the batch it remembers.
+        pthread_key_create(&key) { pointer in
+            guard let pointer = pointer as UnsafeMutableRawPointer? else { return }
+            Unmanaged<Batch>.fromOpaque(pointer).release()
+        }
+        return key
+    }()
 }
 
 /// Not `Sendable`: a drain context belongs to the one thread that runs its block.

@@ -106,10 +106,18 @@ func ourFuturesFilledFromOutside(count: Int, counter: Counter) async {
     let done = Deferred<Void>()
     for index in 0..<count {
         let deferred = Deferred<Int>()
-        deferred.then(upon: queue) { counter.add($0) }
+        if index == count - 1 {
+            // Handlers for one queue run in fill order, so the last one ends the run. (A
+            // `queue.async` here could run before handlers still waiting in a batch.)
+            deferred.then(upon: queue) { value in
+                counter.add(value)
+                done.fill(value: ())
+            }
+        } else {
+            deferred.then(upon: queue) { counter.add($0) }
+        }
         deferred.fill(value: index)
     }
-    queue.async { done.fill(value: ()) }
     await done.value
 }
 
