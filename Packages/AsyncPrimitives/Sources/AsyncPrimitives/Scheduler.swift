@@ -105,9 +105,9 @@ struct Callbacks<Value: Sendable>: Sendable {
 ///
 /// Handlers bound for one queue that become ready one after another on one thread (many
 /// futures filled from another thread, say) join the block that thread dispatched last, as
-/// long as that block has not started, instead of dispatching one block each; the block runs
-/// them in the order they became ready. A handler joins only the *last* block its thread
-/// dispatched, so no handler overtakes one that became ready before it on the same thread,
+/// long as that block has not finished, instead of dispatching one block each; the block runs
+/// them in the order they became ready, taking on those that join while it runs. A handler
+/// joins only the *last* block its thread dispatched, so no handler overtakes one that became ready before it on the same thread,
 /// even when two `DispatchQueue` values name the same queue (on Linux every read of
 /// `DispatchQueue.main` makes a new one).
 ///
@@ -232,7 +232,7 @@ final class DrainContext {
     }
 
     /// Schedules `job` on `queue`: it joins the block this thread dispatched last if that
-    /// block is for `queue` and has not started; otherwise it dispatches a new block.
+    /// block is for `queue` and has not finished; otherwise it dispatches a new block.
     @usableFromInline
     static func dispatch(_ job: @escaping Job, on queue: DispatchQueue) {
         let key = ObjectIdentifier(queue)
@@ -254,17 +254,22 @@ final class DrainContext {
     }
 
     /// The block a batch dispatches: runs the batch's jobs in order, each followed by the
-    /// jobs it scheduled on `queue` itself.
+    /// jobs it scheduled on `queue` itself, and the jobs that join the batch meanwhile, until
+    /// none is left (or it has run ``Batch/fairnessBudget`` jobs, so that other blocks on
+    /// `queue` get their turn); then it closes the batch.
     private static func drain(_ batch: Batch, on queue: DispatchQueue) {
-        let jobs = batch.start()
         let context = DrainContext(queue: queue)
         let previous = pthread_getspecific(slot)
         pthread_setspecific(slot, Unmanaged.passUnretained(context).toOpaque())
-        for job in jobs {
-            job()
-            while let nested = context.next() {
-                nested()
+        var budget = Batch.fairnessBudget
+        while let jobs = batch.take(mayGoOn: budget > 0) {
+            for job in jobs {
+                job()
+                while let nested = context.next() {
+                    nested()
+                }
             }
+            budget -= jobs.count
         }
         pthread_setspecific(slot, previous)
         withExtendedLifetime(context) {}
@@ -277,47 +282,62 @@ final class DrainContext {
     }()
 }
 
-/// The jobs of one dispatched block, which jobs may join until the block starts.
+/// The jobs of one dispatched block, which jobs may join until the block closes it.
 ///
 /// It names its queue by `ObjectIdentifier` and holds no reference to it, so the batch a
 /// thread remembers keeps no queue alive. The identifier cannot be reused while a job could
-/// still join: until the block starts, the dispatched block retains the queue.
+/// still join: until the block closes the batch, the dispatched block retains the queue.
 final class Batch: Sendable {
     private struct State {
         var jobs: [Job]
-        var started = false
+        var closed = false
     }
 
     let queue: ObjectIdentifier
     private let state: Mutex<State>
+    /// How many jobs one block runs before it closes its batch (later jobs dispatch a new
+    /// block, behind whatever else was dispatched on the queue meanwhile).
+    static var fairnessBudget: Int { 4_096 }
 
     init(queue: ObjectIdentifier, jobs: [Job]) {
         self.queue = queue
         self.state = Mutex(State(jobs: jobs))
     }
 
-    /// Appends `job` unless the block has started; `false` when it has.
+    /// Appends `job` unless the batch is closed; `false` when it is.
     func join(_ job: @escaping Job) -> Bool {
         state.withLock { state -> Bool in
-            if state.started { return false }
+            if state.closed { return false }
             state.jobs.append(job)
             return true
         }
     }
 
-    /// Appends `jobs` unless the block has started; `false` when it has.
+    /// Appends `jobs` unless the batch is closed; `false` when it is.
     func join(contentsOf jobs: [Job]) -> Bool {
         state.withLock { state -> Bool in
-            if state.started { return false }
+            if state.closed { return false }
             state.jobs.append(contentsOf: jobs)
             return true
         }
     }
 
-    /// Closes the batch to new jobs and takes its jobs.
-    func start() -> [Job] {
-        state.withLock { state -> [Job] in
-            state.started = true
+    /// Takes the jobs waiting in the batch; when there are none, closes the batch and returns
+    /// `nil`. Once `mayGoOn` is false (the fairness budget is spent), closes the batch at once
+    /// and returns what is left, if anything.
+    func take(mayGoOn: Bool) -> [Job]? {
+        take(closing: mayGoOn ? .ifEmpty : .always)
+    }
+
+    private enum Closing { case ifEmpty, always }
+
+    private func take(closing: Closing) -> [Job]? {
+        state.withLock { state -> [Job]? in
+            switch closing {
+            case .ifEmpty: if state.jobs.isEmpty { state.closed = true }
+            case .always: state.closed = true
+            }
+            if state.jobs.isEmpty { return nil }
             var jobs: [Job] = []
             swap(&jobs, &state.jobs)
             return jobs

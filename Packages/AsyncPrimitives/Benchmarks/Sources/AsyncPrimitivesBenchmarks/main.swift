@@ -10,6 +10,12 @@ import NIOCore
 import NIOPosix
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 let repetitions = 5
 let clock = ContinuousClock()
 
@@ -137,6 +143,18 @@ func nioFutures(count: Int, counter: Counter) async throws {
 let mainQueueCheck = try await FutureResult(value: 41).pipe { $0 + 1 }.value
 precondition(mainQueueCheck == 42)
 print("AsyncPrimitives benchmarks (best of \(repetitions); main-queue handlers work in async main: yes)")
+
+// `QUEUEKIT_BENCH_PROFILE=chain` (or `seed`) runs only our side of that row, for a profiler.
+switch getenv("QUEUEKIT_BENCH_PROFILE").map({ String(cString: $0) }) {
+case "chain":
+    for _ in 0..<10 { try await ourChain(links: 1_000_000) }
+    exit(0)
+case "seed":
+    for _ in 0..<10 { await ourFuturesFilledFromOutside(count: 1_000_000, counter: Counter()) }
+    exit(0)
+default:
+    break
+}
 
 print("Chained maps (FutureResult.pipe(upon:into:) vs EventLoopFuture.map on one event loop vs plain async calls)")
 var perLink: [Int: Double] = [:]
