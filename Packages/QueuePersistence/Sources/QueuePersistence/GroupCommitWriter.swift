@@ -5,12 +5,9 @@ import Synchronization
 ///
 /// Each caller queues its work and blocks. The first caller with no leader running becomes
 /// the leader: it takes everything queued so far (its own work first), commits it in one
-/// transaction, hands each caller its result and wakes them. If more work was queued during
-/// that commit, the leader commits it too, up to `maximumRounds` batches in all, before it
-/// passes the leadership to the oldest caller still waiting: waking a new leader takes a
-/// thread switch, and on a busy machine the disk would sit idle meanwhile. Callers therefore
-/// return only once their work is committed (the leader once its own is, and the batches it
-/// took on after it), while one `fsync` serves a whole batch. No lock is held while committing.
+/// transaction, hands each caller its result, wakes them, and passes the leadership to the
+/// oldest caller still waiting, if any. Callers therefore return only once their work is
+/// committed, while one `fsync` serves a whole batch. No lock is held while committing.
 final class GroupCommitWriter<Operation: Sendable>: Sendable {
     private enum Outcome: Sendable {
         case done(Result<Void, PersistenceError>)
@@ -90,47 +87,29 @@ final class GroupCommitWriter<Operation: Sendable>: Sendable {
                 break
             }
         }
-        // The leader is always the oldest pending request, so its first batch starts with it.
-        var batch = state.withLock { state in Self.takeBatch(from: &state, maximumBatchSize) }
-        var own: Result<Void, PersistenceError> = .success(())
-        var rounds = 1
-        while true {
-            let results = run(batch)
-            for (index, member) in batch.enumerated() {
-                if member === request {
-                    own = results[index]
-                } else {
-                    member.resolve(.done(results[index]))
-                }
-            }
-            let (next, more) = state.withLock { state -> (Request?, [Request]?) in
-                if state.pending.isEmpty {
-                    state.hasLeader = false
-                    return (nil, nil)
-                }
-                if rounds < Self.maximumRounds {
-                    return (nil, Self.takeBatch(from: &state, maximumBatchSize))
-                }
-                return (state.pending.first, nil)
-            }
-            guard let more else {
-                next?.resolve(.lead)
-                return try own.get()
-            }
-            batch = more
-            rounds += 1
+        // The leader is always the oldest pending request, so the batch starts with it.
+        let batch = state.withLock { state in
+            let count = min(state.pending.count, maximumBatchSize)
+            let batch = Array(state.pending.prefix(count))
+            state.pending.removeFirst(count)
+            return batch
         }
-    }
-
-    /// How many batches one leader commits before it hands over: its own caller waits for
-    /// them, so this bounds how much longer than its own commit a call can take.
-    static var maximumRounds: Int { 4 }
-
-    private static func takeBatch(from state: inout State, _ maximumBatchSize: Int) -> [Request] {
-        let count = min(state.pending.count, maximumBatchSize)
-        let batch = Array(state.pending.prefix(count))
-        state.pending.removeFirst(count)
-        return batch
+        let results = run(batch)
+        let next = state.withLock { state -> Request? in
+            if let first = state.pending.first { return first }
+            state.hasLeader = false
+            return nil
+        }
+        var own: Result<Void, PersistenceError> = .success(())
+        for (index, member) in batch.enumerated() {
+            if member === request {
+                own = results[index]
+            } else {
+                member.resolve(.done(results[index]))
+            }
+        }
+        next?.resolve(.lead)
+        return try own.get()
     }
 
     /// Commits the batch at once; if that fails and it holds several callers, commits each
