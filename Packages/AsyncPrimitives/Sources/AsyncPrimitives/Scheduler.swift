@@ -192,8 +192,12 @@ final class DrainContext {
     /// `queue` are dispatched too, so that none overtakes that block.
     private var sealed = false
 
-    private init(queue: DispatchQueue) {
+    /// The batch this block runs, closed when the block is sealed.
+    private let batch: Batch
+
+    private init(queue: DispatchQueue, batch: Batch) {
         self.queue = queue
+        self.batch = batch
     }
 
     /// Whether a job for `queue` may run in this block, after the current job.
@@ -202,10 +206,14 @@ final class DrainContext {
         !sealed && self.queue === queue
     }
 
-    /// Makes every later job for this block's queue be dispatched instead of appended.
+    /// Makes every later job for this block's queue be dispatched instead of appended, and
+    /// closes the block's batch: a job that becomes ready from now on, on any thread, must not
+    /// join this block ahead of the block just dispatched.
     @usableFromInline
     func seal() {
+        if sealed { return }
         sealed = true
+        batch.close()
     }
 
     @usableFromInline
@@ -258,7 +266,7 @@ final class DrainContext {
     /// none is left (or it has run ``Batch/fairnessBudget`` jobs, so that other blocks on
     /// `queue` get their turn); then it closes the batch.
     private static func drain(_ batch: Batch, on queue: DispatchQueue) {
-        let context = DrainContext(queue: queue)
+        let context = DrainContext(queue: queue, batch: batch)
         let previous = pthread_getspecific(slot)
         pthread_setspecific(slot, Unmanaged.passUnretained(context).toOpaque())
         var budget = Batch.fairnessBudget
@@ -327,6 +335,11 @@ final class Batch: Sendable {
     /// and returns what is left, if anything.
     func take(mayGoOn: Bool) -> [Job]? {
         take(closing: mayGoOn ? .ifEmpty : .always)
+    }
+
+    /// Closes the batch to new jobs; the jobs it holds still run.
+    func close() {
+        state.withLock { $0.closed = true }
     }
 
     private enum Closing { case ifEmpty, always }

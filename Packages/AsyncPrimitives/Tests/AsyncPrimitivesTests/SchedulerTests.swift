@@ -175,4 +175,35 @@ struct SchedulerTests {
         #expect(await ran.values(count: count) == Array(0..<count))
         #expect(await released.values(count: count).sorted() == Array(0..<count))
     }
+
+    /// A handler that dispatches a handler elsewhere (here: the main queue under another
+    /// `DispatchQueue` value) and then lets another thread fill a future bound for its own
+    /// queue: that future's handler must not join the running block ahead of the one dispatched.
+    @Test func aHandlerReadyAfterAnotherWasDispatchedDoesNotOvertakeIt() async {
+        nameMainQueue()
+        let stored = DispatchQueue.main
+        let order = EventCollector<String>()
+        let first = Deferred<Int>()
+        let elsewhere = Deferred<Int>()
+        let later = Deferred<Int>()
+        let elsewhereFilled = DispatchSemaphore(value: 0)
+        let laterFilled = DispatchSemaphore(value: 0)
+        elsewhere.then(upon: DispatchQueue.main) { _ in order.record("elsewhere") }
+        later.then(upon: stored) { _ in order.record("later") }
+        first.then(upon: stored) { _ in
+            elsewhere.fill(value: 1)
+            elsewhereFilled.signal()
+            // Keep this block running until the other thread has filled `later`.
+            let filled = laterFilled.wait(timeout: .now() + 30) == .success
+            order.record(filled ? "first" : "first (later never filled)")
+        }
+        let filler = DispatchQueue(label: "overtake-filler")
+        filler.async {
+            first.fill(value: 0)
+            _ = elsewhereFilled.wait(timeout: .now() + 30)
+            later.fill(value: 2)
+            laterFilled.signal()
+        }
+        #expect(await order.values(count: 3) == ["first", "elsewhere", "later"])
+    }
 }
