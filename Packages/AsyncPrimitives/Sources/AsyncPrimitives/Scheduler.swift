@@ -1,5 +1,7 @@
 public import Dispatch
 
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -101,12 +103,26 @@ struct Callbacks<Value: Sendable>: Sendable {
 
 /// Runs callbacks on their queues without one dispatch per link where it can.
 ///
+/// Handlers bound for one queue that become ready one after another on one thread (many
+/// futures filled from another thread, say) join the block that thread dispatched last, as
+/// long as that block has not finished, instead of dispatching one block each; the block runs
+/// them in the order they became ready, taking on those that join while it runs. A handler
+/// joins only the *last* block its thread dispatched, so no handler overtakes one that became ready before it on the same thread,
+/// even when two `DispatchQueue` values name the same queue (on Linux every read of
+/// `DispatchQueue.main` makes a new one).
+///
 /// Each block this type dispatches drains a small job list and publishes it in a thread-local
 /// slot for as long as it runs. A future filled by a handler that is running on queue `Q`
 /// (a `pipe` link, or user code inside a handler) puts its own handlers for `Q` on that list
 /// instead of dispatching them again. They still run after the current handler returns, never
 /// inside `fill` or `then`, and on the queue they asked for; a chain of any length runs as a
-/// loop, not as nested calls, so it cannot overflow the stack.
+/// loop, not as nested calls, so it cannot overflow the stack. Once a handler of the block has
+/// dispatched anything elsewhere, later handlers for `Q` are dispatched too (the other block
+/// may be bound for the same queue under another `DispatchQueue` value, and must not be
+/// overtaken).
+///
+/// Handlers that join one block run one after another, also on a concurrent queue: a handler
+/// must not wait for another handler bound for the same queue.
 @usableFromInline
 enum Scheduler: Sendable {
     /// Schedules one callback.
@@ -118,9 +134,11 @@ enum Scheduler: Sendable {
         }
         let body = callback.body
         let job: Job = { body(value) }
-        if let drain = DrainContext.current, drain.queue === queue {
+        let drain = DrainContext.current
+        if let drain, drain.accepts(queue) {
             drain.append(job)
         } else {
+            drain?.seal()
             DrainContext.dispatch(job, on: queue)
         }
     }
@@ -146,10 +164,11 @@ enum Scheduler: Sendable {
             }
             let body = callback.body
             let job: Job = { body(value) }
-            if let drain, drain.queue === queue {
+            if let drain, drain.accepts(queue) {
                 drain.append(job)
                 continue
             }
+            drain?.seal()
             if groupQueue !== queue {
                 flush()
                 groupQueue = queue
@@ -169,9 +188,32 @@ final class DrainContext {
     @usableFromInline let queue: DispatchQueue
     private var jobs: [Job] = []
     private var head = 0
+    /// Set once a job of this block has dispatched a block of its own: from then on, jobs for
+    /// `queue` are dispatched too, so that none overtakes that block.
+    private var sealed = false
 
-    private init(queue: DispatchQueue) {
+    /// The batch this block runs, closed when the block is sealed.
+    private let batch: Batch
+
+    private init(queue: DispatchQueue, batch: Batch) {
         self.queue = queue
+        self.batch = batch
+    }
+
+    /// Whether a job for `queue` may run in this block, after the current job.
+    @usableFromInline
+    func accepts(_ queue: DispatchQueue) -> Bool {
+        !sealed && self.queue === queue
+    }
+
+    /// Makes every later job for this block's queue be dispatched instead of appended, and
+    /// closes the block's batch: a job that becomes ready from now on, on any thread, must not
+    /// join this block ahead of the block just dispatched.
+    @usableFromInline
+    func seal() {
+        if sealed { return }
+        sealed = true
+        batch.close()
     }
 
     @usableFromInline
@@ -197,42 +239,147 @@ final class DrainContext {
         return Unmanaged<DrainContext>.fromOpaque(pointer).takeUnretainedValue()
     }
 
-    /// Dispatches one block that runs `job`, then every job appended while it drains.
+    /// Schedules `job` on `queue`: it joins the block this thread dispatched last if that
+    /// block is for `queue` and has not finished; otherwise it dispatches a new block.
     @usableFromInline
     static func dispatch(_ job: @escaping Job, on queue: DispatchQueue) {
-        queue.async { run(on: queue, first: job) }
+        let key = ObjectIdentifier(queue)
+        if let last = Batch.last, last.queue == key, last.join(job) { return }
+        start(Batch(queue: key, jobs: [job]), on: queue)
     }
 
-    /// Dispatches one block that runs `jobs` in order on `queue`.
+    /// Schedules `jobs`, in order, on `queue`, joining a block like one job does.
     @usableFromInline
     static func dispatch(_ jobs: [Job], on queue: DispatchQueue) {
-        queue.async { run(on: queue, jobs: jobs) }
+        let key = ObjectIdentifier(queue)
+        if let last = Batch.last, last.queue == key, last.join(contentsOf: jobs) { return }
+        start(Batch(queue: key, jobs: jobs), on: queue)
     }
 
-    /// Runs `first` and then every job appended while draining, on the current thread, which
-    /// is serving `queue`.
-    static func run(on queue: DispatchQueue, first: Job) {
-        let context = DrainContext(queue: queue)
+    private static func start(_ batch: Batch, on queue: DispatchQueue) {
+        Batch.last = batch
+        queue.async { drain(batch, on: queue) }
+    }
+
+    /// The block a batch dispatches: runs the batch's jobs in order, each followed by the
+    /// jobs it scheduled on `queue` itself, and the jobs that join the batch meanwhile, until
+    /// none is left (or it has run ``Batch/fairnessBudget`` jobs, so that other blocks on
+    /// `queue` get their turn); then it closes the batch.
+    private static func drain(_ batch: Batch, on queue: DispatchQueue) {
+        let context = DrainContext(queue: queue, batch: batch)
         let previous = pthread_getspecific(slot)
         pthread_setspecific(slot, Unmanaged.passUnretained(context).toOpaque())
-        first()
-        while let job = context.next() {
-            job()
+        var budget = Batch.fairnessBudget
+        while let jobs = batch.take(mayGoOn: budget > 0) {
+            for job in jobs {
+                job()
+                while let nested = context.next() {
+                    nested()
+                }
+            }
+            budget -= jobs.count
         }
         pthread_setspecific(slot, previous)
         withExtendedLifetime(context) {}
     }
 
-    /// Runs `jobs` in order, then every job appended while draining.
-    static func run(on queue: DispatchQueue, jobs: [Job]) {
-        run(on: queue) {
-            for job in jobs { job() }
-        }
-    }
-
     private static let slot: pthread_key_t = {
         var key = pthread_key_t()
         pthread_key_create(&key, nil)
+        return key
+    }()
+}
+
+/// The jobs of one dispatched block, which jobs may join until the block closes it.
+///
+/// It names its queue by `ObjectIdentifier` and holds no reference to it, so the batch a
+/// thread remembers keeps no queue alive. The identifier cannot be reused while a job could
+/// still join: until the block closes the batch, the dispatched block retains the queue.
+final class Batch: Sendable {
+    private struct State {
+        var jobs: [Job]
+        var closed = false
+    }
+
+    let queue: ObjectIdentifier
+    private let state: Mutex<State>
+    /// How many jobs one block runs before it closes its batch (later jobs dispatch a new
+    /// block, behind whatever else was dispatched on the queue meanwhile).
+    static var fairnessBudget: Int { 4_096 }
+
+    init(queue: ObjectIdentifier, jobs: [Job]) {
+        self.queue = queue
+        self.state = Mutex(State(jobs: jobs))
+    }
+
+    /// Appends `job` unless the batch is closed; `false` when it is.
+    func join(_ job: @escaping Job) -> Bool {
+        state.withLock { state -> Bool in
+            if state.closed { return false }
+            state.jobs.append(job)
+            return true
+        }
+    }
+
+    /// Appends `jobs` unless the batch is closed; `false` when it is.
+    func join(contentsOf jobs: [Job]) -> Bool {
+        state.withLock { state -> Bool in
+            if state.closed { return false }
+            state.jobs.append(contentsOf: jobs)
+            return true
+        }
+    }
+
+    /// Takes the jobs waiting in the batch; when there are none, closes the batch and returns
+    /// `nil`. Once `mayGoOn` is false (the fairness budget is spent), closes the batch at once
+    /// and returns what is left, if anything.
+    func take(mayGoOn: Bool) -> [Job]? {
+        take(closing: mayGoOn ? .ifEmpty : .always)
+    }
+
+    /// Closes the batch to new jobs; the jobs it holds still run.
+    func close() {
+        state.withLock { $0.closed = true }
+    }
+
+    private enum Closing { case ifEmpty, always }
+
+    private func take(closing: Closing) -> [Job]? {
+        state.withLock { state -> [Job]? in
+            switch closing {
+            case .ifEmpty: if state.jobs.isEmpty { state.closed = true }
+            case .always: state.closed = true
+            }
+            if state.jobs.isEmpty { return nil }
+            var jobs: [Job] = []
+            swap(&jobs, &state.jobs)
+            return jobs
+        }
+    }
+
+    /// The batch this thread dispatched last (retained by the thread until it dispatches
+    /// another one, or exits).
+    static var last: Batch? {
+        get {
+            guard let pointer = pthread_getspecific(lastSlot) else { return nil }
+            return Unmanaged<Batch>.fromOpaque(pointer).takeUnretainedValue()
+        }
+        set {
+            let old = pthread_getspecific(lastSlot)
+            pthread_setspecific(lastSlot, newValue.map { Unmanaged.passRetained($0).toOpaque() })
+            if let old {
+                Unmanaged<Batch>.fromOpaque(old).release()
+            }
+        }
+    }
+
+    private static let lastSlot: pthread_key_t = {
+        var key = pthread_key_t()
+        // A thread that exits releases the batch it remembers.
+        pthread_key_create(&key) { pointer in
+            guard let pointer = pointer as UnsafeMutableRawPointer? else { return }
+            Unmanaged<Batch>.fromOpaque(pointer).release()
+        }
         return key
     }()
 }

@@ -114,6 +114,44 @@ struct FutureTests {
         #expect(await order.values(count: 20) == Array(0..<20))
     }
 
+    /// Handlers bound for one queue that become ready together (many futures filled from
+    /// another thread) share dispatched blocks, and still run on their own queue in the order
+    /// their futures were filled; a handler that fills a future bound for the same queue has
+    /// that future's handler run right after it, before the next handler of the batch.
+    @Test func handlersFilledTogetherFromAnotherThreadRunInFillOrder() async {
+        let queue = namedQueue("coalesced")
+        let other = namedQueue("coalesced-other")
+        let order = EventCollector<String>()
+        let count = 2_000
+        let deferreds = (0..<count).map { _ in Deferred<Int>() }
+        let nested = (0..<count).map { _ in Deferred<Int>() }
+        var expectedOnQueue: [String] = []
+        var expectedOnOther: [String] = []
+        for index in 0..<count {
+            let onOther = index.isMultiple(of: 3)
+            let fillsNested = !onOther && index % 100 == 1
+            nested[index].then(upon: queue) { value in order.record("nested \(value)") }
+            deferreds[index].then(upon: onOther ? other : queue) { value in
+                order.record("\(currentQueueName() ?? "?") \(value)")
+                if fillsNested { nested[value].fill(value: value) }
+            }
+            if onOther {
+                expectedOnOther.append("coalesced-other \(index)")
+            } else {
+                expectedOnQueue.append("coalesced \(index)")
+                if fillsNested { expectedOnQueue.append("nested \(index)") }
+            }
+        }
+        DispatchQueue.global().async {
+            for deferred in deferreds.indices {
+                deferreds[deferred].fill(value: deferred)
+            }
+        }
+        let seen = await order.values(count: expectedOnQueue.count + expectedOnOther.count)
+        #expect(seen.filter { $0.hasPrefix("coalesced-other ") } == expectedOnOther)
+        #expect(seen.filter { !$0.hasPrefix("coalesced-other ") } == expectedOnQueue)
+    }
+
     @Test func handlerRunsOnItsUponQueue() async {
         let queue = namedQueue("upon-queue")
         let other = namedQueue("other-queue", concurrent: true)

@@ -29,13 +29,30 @@ extension JobQueue {
         }
     }
 
+    /// An event waiting for the observers. An event about one job (one per job and step of
+    /// a burn-down) keeps the job inline: no array is made for it until it is delivered.
     @usableFromInline struct PendingEvent: Sendable {
-        @usableFromInline let event: JobQueueEvent
-        @usableFromInline let jobs: [Job]
+        @usableFromInline enum Jobs: Sendable {
+            case one(Job)
+            case many([Job])
+        }
 
-        @usableFromInline init(event: JobQueueEvent, jobs: [Job]) {
+        @usableFromInline let event: JobQueueEvent
+        @usableFromInline let jobs: Jobs
+        /// The event's number on its queue: an observer hears only the events numbered from
+        /// its `JobQueueObserver.firstEvent` on (those recorded after it was registered).
+        @usableFromInline let sequence: UInt64
+
+        @inlinable init(event: JobQueueEvent, jobs: [Job], sequence: UInt64) {
             self.event = event
-            self.jobs = jobs
+            self.jobs = .many(jobs)
+            self.sequence = sequence
+        }
+
+        @inlinable init(event: JobQueueEvent, job: Job, sequence: UInt64) {
+            self.event = event
+            self.jobs = .one(job)
+            self.sequence = sequence
         }
     }
 
@@ -61,8 +78,9 @@ extension JobQueue {
         @usableFromInline var pumpScheduled = false
         @usableFromInline var failures: Deque<Failure> = []
         @usableFromInline var events: [PendingEvent] = []
-        @usableFromInline var observers: [(id: UInt64, observer: JobQueueObserver<Job>)] = []
-        @usableFromInline var nextObserverID: UInt64 = 0
+        @usableFromInline let observers = JobQueueObservers<Job>()
+        /// How many events have been recorded for observers; the next one gets this plus one.
+        @usableFromInline var recordedEvents: UInt64 = 0
         @usableFromInline var failureCounts: [String: Int] = [:]
         @usableFromInline var lastPersistenceError: QueueError?
         @usableFromInline var persistenceErrorCount = 0
@@ -72,6 +90,9 @@ extension JobQueue {
             self.persister = persister
             self.logger = logger
         }
+
+        /// How many events the pump lets build up before it delivers them to the observers.
+        @inlinable static var deliveryBatch: Int { 256 }
 
         @inlinable var isStarted: Bool {
             switch state {
@@ -87,7 +108,16 @@ extension JobQueue {
         /// Queues an event for the observers, if there are any.
         @inlinable mutating func record(_ event: JobQueueEvent, _ jobs: [Job]) {
             if !observers.isEmpty {
-                events.append(PendingEvent(event: event, jobs: jobs))
+                recordedEvents &+= 1
+                events.append(PendingEvent(event: event, jobs: jobs, sequence: recordedEvents))
+            }
+        }
+
+        /// Queues an event about one job for the observers, if there are any.
+        @inlinable mutating func record(_ event: JobQueueEvent, _ job: Job) {
+            if !observers.isEmpty {
+                recordedEvents &+= 1
+                events.append(PendingEvent(event: event, job: job, sequence: recordedEvents))
             }
         }
 
@@ -124,24 +154,27 @@ extension JobQueue {
                 if retryStrategy != nil, let index = inFlight.firstIndex(where: { $0.ticket == failure.ticket }) {
                     inFlight[index].awaitingStrategy = true
                 }
-                record(.failedToProcess, [failure.job])
+                record(.failedToProcess, failure.job)
                 return .failure(failure, retryStrategy, persister, logger)
             }
-            if !events.isEmpty {
-                if observers.isEmpty {
-                    events.removeAll()
-                } else {
-                    let pending = events
-                    events = []
-                    return .deliver(pending, observers.map(\.observer))
-                }
+            if !events.isEmpty && observers.isEmpty {
+                events.removeAll(keepingCapacity: true)
             }
-            if canStartJob, let processor, let job = jobs.popFirst() {
+            // Observers hear of a drain pass in batches: jobs keep starting (a processor that
+            // completes at once is driven in this loop) until a batch of events has built up
+            // or nothing can start, and then the batch is delivered, in event order.
+            if events.count < Self.deliveryBatch, canStartJob, let processor, let job = jobs.popFirst() {
                 nextTicket &+= 1
                 inFlight.append(InFlight(ticket: nextTicket, job: job))
                 state = .processing
-                record(.removed, [job])
+                record(.removed, job)
                 return .start(job, nextTicket, processor, persister)
+            }
+            if !events.isEmpty {
+                var pending: [PendingEvent] = []
+                pending.reserveCapacity(events.count)
+                swap(&pending, &events)
+                return .deliver(pending, observers.snapshot)
             }
             normalize()
             pumpScheduled = false

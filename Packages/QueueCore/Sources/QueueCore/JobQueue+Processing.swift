@@ -20,9 +20,24 @@ extension JobQueue {
             case .idle:
                 return
             case .deliver(let events, let observers):
+                // One array for every one-job event of the batch: it is rewritten in place
+                // unless an observer kept it (then copy-on-write gives the next event its own).
+                var one: [Job] = []
                 for pending in events {
-                    for observer in observers where observer.active.load(ordering: .acquiring) {
-                        observer.block(self, pending.jobs, pending.event)
+                    let jobs: [Job]
+                    switch pending.jobs {
+                    case .one(let job):
+                        if one.isEmpty { one.append(job) } else { one[0] = job }
+                        jobs = one
+                    case .many(let many):
+                        jobs = many
+                    }
+                    // An observer hears only events recorded after it was registered, and
+                    // nothing once its token is invalidated (checked before every event).
+                    for observer in observers
+                    where pending.sequence >= observer.firstEvent.load(ordering: .relaxed)
+                        && observer.active.load(ordering: .acquiring) {
+                        observer.block(self, jobs, pending.event)
                     }
                 }
             case .start(let job, let ticket, let processor, let persister):
@@ -86,7 +101,7 @@ extension JobQueue {
                 if !core.failureCounts.isEmpty {
                     core.failureCounts[job.id] = nil
                 }
-                core.record(.processed, [job])
+                core.record(.processed, job)
                 core.normalize()
             }
             return core.claimPump() ? .wake : .done

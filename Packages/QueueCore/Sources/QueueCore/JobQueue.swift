@@ -73,7 +73,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
     }
 
     deinit {
-        let observers = core.withLock { $0.observers.map(\.observer) }
+        let observers = core.withLock { $0.observers }.snapshot
         for observer in observers {
             observer.queueDidEnd?()
         }
@@ -206,7 +206,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
             if let index = core.inFlight.firstIndex(where: { $0.awaitingStrategy && !$0.requeued && $0.job.id == job.id }) {
                 core.inFlight[index].requeued = true
                 core.jobs.prepend(job)
-                core.record(.added, [job])
+                core.record(.added, job)
                 return .none
             }
             return .some(core.persister)
@@ -221,7 +221,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
         }
         let wake = core.withLock { core -> Bool in
             core.jobs.prepend(job)
-            core.record(.added, [job])
+            core.record(.added, job)
             return core.claimPump()
         }
         if wake { schedulePump() }
@@ -243,7 +243,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
         let (job, persister, wake) = core.withLock { core -> (Job?, AnyJobPersister<Job>?, Bool) in
             guard let job = core.jobs.popFirst() else { return (nil, nil, false) }
             core.failureCounts[job.id] = nil
-            core.record(.removed, [job])
+            core.record(.removed, job)
             return (job, core.persister, core.claimPump())
         }
         if let job { delete([job], from: persister, "delete removed job \(job.id)") }
@@ -263,7 +263,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
             guard let index = core.jobs.firstIndex(where: { $0.id == id }) else { return (nil, nil, false) }
             let job = core.jobs.remove(at: index)
             core.failureCounts[job.id] = nil
-            core.record(.cancelled, [job])
+            core.record(.cancelled, job)
             return (job, core.persister, core.claimPump())
         }
         if let job { delete([job], from: persister, "delete cancelled job \(job.id)") }
@@ -373,13 +373,16 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
     }
 
     @usableFromInline func observe(_ observer: JobQueueObserver<Job>) -> JobQueueNotificationToken<Job> {
-        let id = core.withLock { core -> UInt64 in
-            core.nextObserverID += 1
-            core.observers.append((core.nextObserverID, observer))
-            return core.nextObserverID
+        // The token holds the list of observers, not the queue: a weak reference to the queue
+        // would move every retain and release of it, one per job, to the slow path.
+        // Registered under the queue's lock, so that the observer hears exactly the events
+        // recorded from now on, even those a pending delivery batch already holds.
+        let (observers, id) = core.withLock { core -> (JobQueueObservers<Job>, UInt64) in
+            observer.firstEvent.store(core.recordedEvents &+ 1, ordering: .relaxed)
+            return (core.observers, core.observers.add(observer))
         }
-        return JobQueueNotificationToken(observer: observer) { [weak self] in
-            self?.core.withLock { core in core.observers.removeAll { $0.id == id } }
+        return JobQueueNotificationToken(observer: observer) {
+            observers.remove(id: id)
         }
     }
 }

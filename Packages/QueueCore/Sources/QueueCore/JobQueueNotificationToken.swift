@@ -36,6 +36,9 @@ final class JobQueueObserver<Job: QueueJob>: Sendable {
     /// Called when the queue is deinitialized (ends an `events` stream).
     @usableFromInline let queueDidEnd: (@Sendable () -> Void)?
     @usableFromInline let active = Atomic<Bool>(true)
+    /// The number of the first event this observer hears (set when it is registered, under
+    /// the queue's lock; read on the queue's executor after that lock has been taken again).
+    @usableFromInline let firstEvent = Atomic<UInt64>(UInt64.max)
 
     init(
         block: @escaping @Sendable (JobQueue<Job>, [Job], JobQueueEvent) -> Void,
@@ -43,5 +46,49 @@ final class JobQueueObserver<Job: QueueJob>: Sendable {
     ) {
         self.block = block
         self.queueDidEnd = queueDidEnd
+    }
+}
+
+/// The observers of one ``JobQueue``, shared by the queue and the tokens of its observers.
+@usableFromInline
+final class JobQueueObservers<Job: QueueJob>: Sendable {
+    private struct State {
+        var nextID: UInt64 = 0
+        var entries: [(id: UInt64, observer: JobQueueObserver<Job>)] = []
+        /// `entries`' observers, rebuilt on every change so that a delivery makes no array.
+        var snapshot: [JobQueueObserver<Job>] = []
+    }
+
+    private let state = Mutex(State())
+    private let count = Atomic<Int>(0)
+
+    @usableFromInline init() {}
+
+    /// Whether no observer is registered; read under the queue's lock when an event happens.
+    @usableFromInline var isEmpty: Bool {
+        count.load(ordering: .acquiring) == 0
+    }
+
+    /// The registered observers, in the order they were added.
+    @usableFromInline var snapshot: [JobQueueObserver<Job>] {
+        state.withLock { $0.snapshot }
+    }
+
+    func add(_ observer: JobQueueObserver<Job>) -> UInt64 {
+        state.withLock { state -> UInt64 in
+            state.nextID += 1
+            state.entries.append((state.nextID, observer))
+            state.snapshot = state.entries.map(\.observer)
+            count.store(state.entries.count, ordering: .releasing)
+            return state.nextID
+        }
+    }
+
+    func remove(id: UInt64) {
+        state.withLock { state in
+            state.entries.removeAll { $0.id == id }
+            state.snapshot = state.entries.map(\.observer)
+            count.store(state.entries.count, ordering: .releasing)
+        }
     }
 }

@@ -114,4 +114,51 @@ struct JobQueueObservationTests {
         queue = nil
         #expect(await iterator.next() == nil)
     }
+
+    /// More jobs than one delivery batch, processed by a processor that completes at once:
+    /// every job is heard of, removed then processed, in queue order, on the queue's executor,
+    /// and an observer that keeps the jobs array it was given keeps what it was given.
+    @Test
+    func batchedDeliveryStillReportsEveryJobInOrder() async {
+        let count = 1_000
+        let seen = EventCollector<String>()
+        let kept = EventCollector<[CuteJob]>()
+        let token = queue.observe { _, jobs, event in
+            seen.record(Self.describe(jobs, event) + (Thread.isMainThread ? " on main" : ""))
+            kept.record(jobs)
+        }
+        let stream = queue.events
+        queue.processor = AnyJobProcessor(RecordingProcessor())
+        let jobs = makeJobs(count: count)
+        queue.start()
+        queue.add(jobs)
+
+        var expected = ["added " + jobs.map(\.action).joined(separator: ",")]
+        for job in jobs {
+            expected.append("removed \(job.action)")
+            expected.append("processed \(job.action)")
+        }
+        #expect(await seen.values(count: expected.count) == expected)
+        let keptJobs = await kept.values(count: expected.count)
+        #expect(keptJobs.dropFirst().map { $0.map(\.id) } == jobs.flatMap { [[$0.id], [$0.id]] })
+
+        var streamed: [String] = []
+        for await notification in stream {
+            streamed.append(Self.describe(notification.jobs, notification.event))
+            if streamed.count == expected.count { break }
+        }
+        #expect(streamed == expected)
+        withExtendedLifetime(token) {}
+    }
+
+    /// A token does not keep its queue alive: the queue goes away while observed.
+    @Test
+    func aTokenDoesNotKeepItsQueueAlive() async {
+        var queue: JobQueue<CuteJob>? = JobQueue(handling: CuteJob.self, name: "observed-short")
+        weak let weakQueue = queue
+        let token = queue?.observe { _, _, _ in }
+        queue = nil
+        #expect(weakQueue == nil)
+        token?.invalidate()
+    }
 }

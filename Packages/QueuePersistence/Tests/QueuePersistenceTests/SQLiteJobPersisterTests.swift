@@ -229,4 +229,64 @@ struct SQLiteJobPersisterTests {
         #expect(Set(loaded.map(\.id)).count == 320)
         #expect(persister.store.writer.commits - before >= 1)
     }
+
+    /// Durable group commit: with 16 threads submitting at once, no call returns before the
+    /// commit that holds its operation has finished, and every operation is committed once.
+    @Test func everyCallerReturnsOnlyOnceItsOperationIsCommitted() async throws {
+        let committed = Mutex<Set<Int>>([])
+        let twice = Mutex<[Int]>([])
+        let writer = GroupCommitWriter<Int>(maximumBatchSize: 1024) { operations in
+            committed.withLock { set in
+                for operation in operations where !set.insert(operation).inserted {
+                    twice.withLock { $0.append(operation) }
+                }
+            }
+        }
+        let early = EventCollector<Int>()
+        let finished = EventCollector<Int>()
+        for thread in 0..<16 {
+            Thread.detachNewThread {
+                for index in 0..<100 {
+                    let operation = thread * 1_000 + index
+                    try? writer.submit(operation)
+                    if !committed.withLock({ $0.contains(operation) }) { early.record(operation) }
+                }
+                finished.record(thread)
+            }
+        }
+        _ = await finished.values(count: 16)
+        #expect(early.values.isEmpty)
+        #expect(twice.withLock { $0 }.isEmpty)
+        #expect(committed.withLock { $0.count } == 1_600)
+        #expect(writer.commits < 1_600) // callers did share commits
+    }
+
+    /// The same on a real file: once `persist` returns, another connection reads the job.
+    @Test func aPersistThatReturnedIsCommittedForOtherConnections() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("durable.sqlite").path
+        let persister = try SQLiteJobPersister(handling: CuteJob.self, queueName: "q", path: path)
+        let reader = try DatabaseQueue(path: path)
+        let missing = EventCollector<String>()
+        let finished = EventCollector<Int>()
+        for thread in 0..<16 {
+            Thread.detachNewThread {
+                for index in 0..<10 {
+                    let id = "\(thread)-\(index)"
+                    do {
+                        try persister.persist([CuteJob(id: id)])
+                        let stored = try reader.read { db in
+                            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM queuePersistenceJob WHERE jobID = ?", arguments: [id])
+                        }
+                        if stored != 1 { missing.record(id) }
+                    } catch {
+                        missing.record("\(id): \(error)")
+                    }
+                }
+                finished.record(thread)
+            }
+        }
+        _ = await finished.values(count: 16)
+        #expect(missing.values.isEmpty)
+    }
 }

@@ -59,3 +59,16 @@ final class WeakBox<Object: AnyObject & Sendable>: Sendable {
         storage.withLock { $0.object }
     }
 }
+
+/// Tells `onDeinit` when it goes away: a test awaits its release instead of polling.
+final class DeinitProbe: Sendable {
+    private let onDeinit: @Sendable () -> Void
+
+    init(onDeinit: @escaping @Sendable () -> Void) {
+        self.onDeinit = onDeinit
+    }
+
+    deinit {
+        onDeinit()
+    }
+}

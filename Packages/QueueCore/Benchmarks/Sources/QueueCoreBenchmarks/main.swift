@@ -93,6 +93,37 @@ func runJobQueue() -> Duration {
     return elapsed
 }
 
+/// The seed's processor: a plain (non-final, non-Sendable) class that completes at once.
+class SeedStyleProcessor: JobProcessor {
+    typealias JobType = NoopJob
+    func processJob(_ job: NoopJob, completion: @escaping @Sendable (NoopJob, (any Error)?) -> Void) {
+        completion(job, nil)
+    }
+}
+
+/// The seed's usage: a `JobProcessor` class and one `observe` observer that counts
+/// `.processed`; the burn-down ends when the observer has heard of every job.
+func runJobQueueSeedStyle() -> Duration {
+    let queue = JobQueue(handling: NoopJob.self, name: "bench.seed")
+    queue.processor = AnyJobProcessor(SeedStyleProcessor())
+    let processed = Atomic<Int>(0)
+    let done = DispatchSemaphore(value: 0)
+    let token = queue.observe { _, jobs, event in
+        if case .processed = event,
+           processed.add(jobs.count, ordering: .relaxed).newValue == count {
+            done.signal()
+        }
+    }
+    let start = clock.now
+    queue.start()
+    queue.add(jobs)
+    done.wait()
+    let elapsed = clock.now - start
+    withExtendedLifetime(token) {}
+    precondition(queue.count == 0)
+    return elapsed
+}
+
 func runJobQueueOneByOne() -> Duration {
     let queue = JobQueue(handling: NoopJob.self, name: "bench")
     let processor = NoopProcessor(expecting: count)
@@ -149,6 +180,10 @@ func best(of runs: Int, _ body: () -> Duration) -> Double {
 }
 
 // `QueueCoreBenchmarks profile` runs only the JobQueue burn-down, for a profiler.
+if CommandLine.arguments.dropFirst().first == "profile-seed" {
+    for _ in 0..<5 { print(format(rate(runJobQueueSeedStyle()))) }
+    exit(0)
+}
 if CommandLine.arguments.dropFirst().first == "profile" {
     for _ in 0..<5 { print(format(rate(runJobQueue()))) }
     exit(0)
@@ -160,6 +195,7 @@ _ = runDispatchQueue()
 
 let ours = best(of: 3, runJobQueue)
 let oursOneByOne = best(of: 2, runJobQueueOneByOne)
+let oursSeed = best(of: 3, runJobQueueSeedStyle)
 let dispatch = best(of: 3, runDispatchQueue)
 let operation = best(of: 1, runOperationQueue)
 let bare = best(of: 3, runBareLoop)
@@ -169,6 +205,12 @@ print("JobQueue + processor (add one by one):   \(format(oursOneByOne))")
 print("OperationQueue (max 1 concurrent):       \(format(operation))")
 print("serial DispatchQueue:                    \(format(dispatch))")
 print("bare Mutex<Deque> drain loop (ceiling):  \(format(bare))")
+print("")
+print("seed style: JobProcessor class + one observe observer counting .processed")
+print("JobQueue (seed style):                   \(format(oursSeed))")
+print(String(format: "ratio seed style / OperationQueue: %6.1fx   (peer %.3fM/s, target: >= 10x)   %@", oursSeed / operation, operation / 1e6, oursSeed / operation >= 10 ? "met" : "NOT MET"))
+print(String(format: "ratio seed style / DispatchQueue:  %6.2fx   (peer %.2fM/s, target: >= 0.5x)  %@", oursSeed / dispatch, dispatch / 1e6, oursSeed / dispatch >= 0.5 ? "met" : "NOT MET"))
+print("")
 print(String(format: "ratio JobQueue / OperationQueue: %6.1fx   (target: >= 10x)   %@", ours / operation, ours / operation >= 10 ? "met" : "NOT MET"))
 print(String(format: "ratio JobQueue / DispatchQueue:  %6.2fx   (target: >= 1x)    %@", ours / dispatch, ours >= dispatch ? "met" : "NOT MET"))
 print(String(format: "ratio JobQueue / bare loop:      %6.2fx   (ceiling)", ours / bare))

@@ -1,0 +1,205 @@
+import AsyncPrimitivesTesting
+import Dispatch
+import QueueCore
+import QueueCoreTesting
+import Synchronization
+import Testing
+
+/// Observers hear a drain pass in batches; these tests hold that to the contract: every
+/// event, in order, on the queue's executor, one call at a time, nothing after a token is
+/// invalidated, nothing recorded before an observer was registered, and nothing kept alive.
+@Suite(.timeLimit(.minutes(1)))
+struct JobQueueBatchedDeliveryTests {
+    private static func describe(_ jobs: [CuteJob], _ event: JobQueueEvent) -> String {
+        "\(event) \(jobs.map(\.action).joined(separator: ","))"
+    }
+
+    /// What observers must hear when `jobs` are added to a stopped queue, two are cancelled,
+    /// and the queue is started with a processor that fails `failing` once each and a
+    /// strategy that retries at the front.
+    private static func expectedEvents(_ jobs: [CuteJob], cancelled: [String], failing: Set<String>) -> [String] {
+        var expected = ["added " + jobs.map(\.action).joined(separator: ",")]
+        expected += cancelled.map { "cancelled \($0)" }
+        for job in jobs where !cancelled.contains(job.action) {
+            expected.append("removed \(job.action)")
+            if failing.contains(job.action) {
+                expected += ["failedToProcess \(job.action)", "added \(job.action)", "removed \(job.action)"]
+            }
+            expected.append("processed \(job.action)")
+        }
+        return expected
+    }
+
+    @Test(arguments: [false, true])
+    func everyObserverAndTheStreamHearEveryEventInOrderOnTheExecutor(offThread: Bool) async {
+        let name = "batched-\(offThread)"
+        let queue = JobQueue(handling: CuteJob.self, name: name)
+        let jobs = makeJobs(count: 700)
+        let failing: Set<String> = ["3", "255", "256", "511", "698"]
+        let cancelled = ["10", "600"]
+        let expected = Self.expectedEvents(jobs, cancelled: cancelled, failing: failing)
+        let first = EventCollector<String>()
+        let second = EventCollector<String>()
+        let wrongExecutor = EventCollector<String>()
+        let overlap = OverlapDetector()
+        let label = executorLabel(ofQueueNamed: name)
+        let firstToken = queue.observe { _, jobs, event in
+            overlap.run {
+                if currentDispatchQueueLabel() != label { wrongExecutor.record(currentDispatchQueueLabel()) }
+                first.record(Self.describe(jobs, event))
+            }
+        }
+        let secondToken = queue.observe { _, jobs, event in
+            overlap.run { second.record(Self.describe(jobs, event)) }
+        }
+        let stream = queue.events
+        queue.processor = AnyJobProcessor(FailingOnceProcessor(failing: failing, offThread: offThread))
+        queue.retryStrategy = RetryOnceStrategy()
+        queue.add(jobs)
+        for action in cancelled {
+            queue.cancel(id: jobs[Int(action)!].id)
+        }
+        queue.start()
+
+        #expect(await first.values(count: expected.count) == expected)
+        #expect(await second.values(count: expected.count) == expected)
+        var streamed: [String] = []
+        for await notification in stream {
+            streamed.append(Self.describe(notification.jobs, notification.event))
+            if streamed.count == expected.count { break }
+        }
+        #expect(streamed == expected)
+        #expect(wrongExecutor.values.isEmpty)
+        #expect(!overlap.sawOverlap)
+        withExtendedLifetime((firstToken, secondToken)) {}
+    }
+
+    @Test
+    func anObserverThatInvalidatesItsOwnTokenMidBatchHearsNothingMore() async {
+        let queue = JobQueue(handling: CuteJob.self, name: "self-invalidating")
+        let heard = EventCollector<String>()
+        let witness = EventCollector<String>()
+        let tokenBox = Mutex<JobQueueNotificationToken<CuteJob>?>(nil)
+        let count = Atomic(0)
+        let token = queue.observe { _, jobs, event in
+            heard.record(Self.describe(jobs, event))
+            // The 100th event is in the middle of the first delivery batch.
+            if count.add(1, ordering: .relaxed).newValue == 100 {
+                tokenBox.withLock { $0?.invalidate() }
+            }
+        }
+        tokenBox.withLock { $0 = token }
+        let witnessToken = queue.observe { _, jobs, event in witness.record(Self.describe(jobs, event)) }
+        queue.processor = AnyJobProcessor(RecordingProcessor())
+        queue.start()
+        queue.add(makeJobs(count: 400))
+
+        let all = await witness.values(count: 801)
+        #expect(heard.values == Array(all.prefix(100)))
+        withExtendedLifetime(witnessToken) {}
+    }
+
+    @Test
+    func anObserverWhoseTokenIsReleasedByAnotherObserverMidBatchHearsNothingMore() async {
+        let queue = JobQueue(handling: CuteJob.self, name: "released-mid-batch")
+        let heard = EventCollector<String>()
+        let witness = EventCollector<String>()
+        let tokenBox = Mutex<JobQueueNotificationToken<CuteJob>?>(nil)
+        tokenBox.withLock {
+            $0 = queue.observe { _, jobs, event in heard.record(Self.describe(jobs, event)) }
+        }
+        let count = Atomic(0)
+        // Registered second, so for each event it runs after the first observer.
+        let witnessToken = queue.observe { _, jobs, event in
+            witness.record(Self.describe(jobs, event))
+            if count.add(1, ordering: .relaxed).newValue == 50 {
+                let released = tokenBox.withLock { box -> JobQueueNotificationToken<CuteJob>? in
+                    defer { box = nil }
+                    return box
+                }
+                _ = consume released
+            }
+        }
+        queue.processor = AnyJobProcessor(RecordingProcessor())
+        queue.start()
+        queue.add(makeJobs(count: 400))
+
+        let all = await witness.values(count: 801)
+        #expect(heard.values == Array(all.prefix(50)))
+        withExtendedLifetime(witnessToken) {}
+    }
+
+    @Test
+    func aTokenInvalidatedFromAnotherThreadWhileItsBatchIsBeingDeliveredHearsNothingMore() async {
+        let queue = JobQueue(handling: CuteJob.self, name: "invalidated-outside")
+        let heard = EventCollector<String>()
+        let witness = EventCollector<String>()
+        let gate = ExecutorGate()
+        let token = queue.observe { _, jobs, event in heard.record(Self.describe(jobs, event)) }
+        let witnessToken = queue.observe { _, jobs, event in
+            witness.record(Self.describe(jobs, event))
+            if jobs.first?.action == "a0" { gate.hold() }
+        }
+        queue.add(makeJobs(count: 1, prefix: "a"))
+        await gate.waitUntilHeld()
+        // The executor is inside the witness, delivering "added a0"; these events wait.
+        queue.add(makeJobs(count: 1, prefix: "b"))
+        queue.add(makeJobs(count: 1, prefix: "c"))
+        token.invalidate()
+        gate.open()
+
+        #expect(await witness.values(count: 3) == ["added a0", "added b0", "added c0"])
+        #expect(heard.values == ["added a0"])
+        withExtendedLifetime(witnessToken) {}
+    }
+
+    @Test
+    func anObserverRegisteredWhileEventsWaitForDeliveryHearsOnlyLaterEvents() async {
+        let queue = JobQueue(handling: CuteJob.self, name: "late-observer")
+        let witness = EventCollector<String>()
+        let late = EventCollector<String>()
+        let gate = ExecutorGate()
+        let witnessToken = queue.observe { _, jobs, event in
+            witness.record(Self.describe(jobs, event))
+            if jobs.first?.action == "a0" { gate.hold() }
+        }
+        queue.add(makeJobs(count: 1, prefix: "a"))
+        await gate.waitUntilHeld()
+        // Recorded before the late observer and the stream exist, delivered after.
+        queue.add(makeJobs(count: 1, prefix: "b"))
+        let lateToken = queue.observe { _, jobs, event in late.record(Self.describe(jobs, event)) }
+        let stream = queue.events
+        queue.add(makeJobs(count: 1, prefix: "c"))
+        gate.open()
+
+        #expect(await witness.values(count: 3) == ["added a0", "added b0", "added c0"])
+        #expect(await late.values(count: 1) == ["added c0"])
+        var iterator = stream.makeAsyncIterator()
+        let firstStreamed = await iterator.next()
+        #expect(firstStreamed.map { Self.describe($0.jobs, $0.event) } == "added c0")
+        #expect(late.values == ["added c0"])
+        withExtendedLifetime((witnessToken, lateToken)) {}
+    }
+
+    @Test
+    func aReleasedObserverAndADeadQueueAreReleased() async {
+        var queue: JobQueue<CuteJob>? = JobQueue(handling: CuteJob.self, name: "released")
+        weak let weakQueue = queue
+        var captured: Tracked? = Tracked()
+        let watch = WeakReference(captured!)
+        let heard = EventCollector<Int>()
+        var token = queue?.observe { [captured] _, jobs, _ in
+            withExtendedLifetime(captured) { heard.record(jobs.count) }
+        }
+        captured = nil
+        queue?.processor = AnyJobProcessor(RecordingProcessor())
+        queue?.start()
+        queue?.add(makeJobs(count: 300))
+        _ = await heard.values(count: 601)
+        token?.invalidate()
+        token = nil
+        #expect(watch.object == nil)
+        queue = nil
+        #expect(weakQueue == nil)
+    }
+}
