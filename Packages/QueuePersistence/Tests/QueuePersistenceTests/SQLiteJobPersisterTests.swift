@@ -235,7 +235,16 @@ struct SQLiteJobPersisterTests {
     @Test func everyCallerReturnsOnlyOnceItsOperationIsCommitted() async throws {
         let committed = Mutex<Set<Int>>([])
         let twice = Mutex<[Int]>([])
-        let writer = GroupCommitWriter<Int>(maximumBatchSize: 1024) { operations in
+        // The first commit waits until every thread has queued an operation, so that the callers
+        // must share the next commit (without the gate, 16 threads on 2 busy cores may happen to
+        // take turns and never overlap).
+        let queued = Atomic<Int>(0)
+        let allQueued = DispatchSemaphore(value: 0)
+        let firstCommit = Atomic<Bool>(true)
+        let writer = GroupCommitWriter<Int>(maximumBatchSize: 1024, didEnqueue: { _ in
+            if queued.add(1, ordering: .relaxed).newValue == 16 { allQueued.signal() }
+        }) { operations in
+            if firstCommit.exchange(false, ordering: .relaxed) { allQueued.wait() }
             committed.withLock { set in
                 for operation in operations where !set.insert(operation).inserted {
                     twice.withLock { $0.append(operation) }
@@ -258,7 +267,7 @@ struct SQLiteJobPersisterTests {
         #expect(early.values.isEmpty)
         #expect(twice.withLock { $0 }.isEmpty)
         #expect(committed.withLock { $0.count } == 1_600)
-        #expect(writer.commits < 1_600) // callers did share commits
+        #expect(writer.commits < 1_600, "callers shared the commit after the gate")
     }
 
     /// The same on a real file: once `persist` returns, another connection reads the job.
