@@ -7,9 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 Scripts/setup.sh
-echo "=== building queuekit (release)"
-swift build -c release --package-path Integration --product queuekit
-bin="$(swift build -c release --package-path Integration --show-bin-path)/queuekit"
+bin="$(Scripts/build-queuekit.sh)"
 export QUEUEKIT_PG_STATE="$PWD/.postgres-cluster-demo"
 trap 'Scripts/postgres.sh down' EXIT
 url="$(Scripts/postgres.sh up)"

@@ -5,8 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 Scripts/setup.sh
-echo "=== building queuekit (release)"
-swift build -c release --package-path Integration --product queuekit
-bin="$(swift build -c release --package-path Integration --show-bin-path)/queuekit"
+bin="$(Scripts/build-queuekit.sh)"
 echo "=== queuekit demo $*"
 exec "$bin" demo "$@"

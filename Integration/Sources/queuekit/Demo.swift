@@ -14,34 +14,12 @@ struct Demo: AsyncParsableCommand {
 
     @OptionGroup var options: DatabaseOptions
 
-    @Option(help: "How many uploads the workload has.")
-    var actions = 10_000
-
-    @Option(help: "How many users (one serial queue each).")
-    var users = 50
-
-    @Option(help: "Seed of the workload: the same seed gives the same uploads and failures.")
-    var seed: UInt64 = 42
-
-    @Option(help: "Share of uploads that fail a few times, then succeed.")
-    var transientRate = 0.08
-
-    @Option(help: "Share of uploads that always fail and end in a dead-letter queue.")
-    var permanentRate = 0.002
+    @OptionGroup var workloadOptions: WorkloadOptions
 
     @OptionGroup var work: WorkOptions
 
     @Flag(help: "Delete the database file (on PostgreSQL: every stored upload) first and start a new workload.")
     var fresh = false
-
-    func validate() throws {
-        guard actions >= 0, users >= 1 else {
-            throw ValidationError("--actions cannot be negative and --users must be at least 1.")
-        }
-        guard (0...1).contains(transientRate), (0...1).contains(permanentRate) else {
-            throw ValidationError("--transient-rate and --permanent-rate are shares between 0 and 1.")
-        }
-    }
 
     func run() async throws {
         let location = try options.location()
@@ -54,13 +32,7 @@ struct Demo: AsyncParsableCommand {
         if fresh, location.isShared {
             try await Demo.erase(store)
         }
-        let workload = try await Demo.enqueue(
-            Workload(
-                seed: seed, total: actions, users: users, transientRate: transientRate,
-                permanentRate: permanentRate, maxAttempts: work.maxAttempts
-            ),
-            in: store
-        )
+        let workload = try await Demo.enqueue(workloadOptions.workload(maxAttempts: work.maxAttempts), in: store)
         try await DemoLedger.add(1, to: .runs, in: store)
         let settings = work.settings(maxAttempts: workload.maxAttempts)
         let report = try await Runner.run(store: store, settings: settings, concurrency: work.concurrency, title: "demo")

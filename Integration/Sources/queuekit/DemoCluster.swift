@@ -19,14 +19,7 @@ struct DemoCluster: AsyncParsableCommand {
 
     @OptionGroup var options: DatabaseOptions
 
-    @Option(help: "How many uploads the workload has.")
-    var actions = 10_000
-
-    @Option(help: "How many users (one serial queue each).")
-    var users = 50
-
-    @Option(help: "Seed of the workload.")
-    var seed: UInt64 = 42
+    @OptionGroup var workloadOptions: WorkloadOptions
 
     @Option(help: "How many worker processes.")
     var workers = 3
@@ -37,8 +30,8 @@ struct DemoCluster: AsyncParsableCommand {
     @OptionGroup var work: WorkOptions
 
     func validate() throws {
-        guard actions >= 1, users >= 1, workers >= 2 else {
-            throw ValidationError("--actions and --users must be at least 1, and --workers at least 2.")
+        guard workloadOptions.actions >= 1, workers >= 2 else {
+            throw ValidationError("--actions must be at least 1, and --workers at least 2.")
         }
         guard (0...1).contains(killAt) else { throw ValidationError("--kill-at is a share between 0 and 1.") }
     }
@@ -53,10 +46,7 @@ struct DemoCluster: AsyncParsableCommand {
         }
         let store = try await options.open(create: true)
         try await Demo.erase(store)
-        let workload = try await Demo.enqueue(
-            Workload(seed: seed, total: actions, users: users, transientRate: 0.08, permanentRate: 0.002, maxAttempts: work.maxAttempts),
-            in: store
-        )
+        let workload = try await Demo.enqueue(workloadOptions.workload(maxAttempts: work.maxAttempts), in: store)
         try await DemoLedger.add(1, to: .runs, in: store)
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("queuekit-cluster-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)

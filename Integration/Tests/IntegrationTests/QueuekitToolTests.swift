@@ -142,8 +142,10 @@ struct QueuekitToolTests {
 
     @Test func demoClusterKillsAWorkerHalfwayAndTheOthersTakeItsQueuesOverInOrder() async throws {
         let folder = try TemporaryDirectory()
+        // A 2 s lease, renewed every 0.67 s: with 1 s, a debug-build worker on a loaded 2-core
+        // machine once renewed too late, and a live worker's queue was taken over under it.
         let args = ["demo-cluster", "--actions", "1000", "--users", "15", "--max-attempts", "3"]
-            + Self.fast + ["--work-ms", "1", "--concurrency", "8"] + (try ToolBackend.postgres.databaseArguments(in: folder, lease: 1))
+            + Self.fast + ["--work-ms", "1", "--concurrency", "8"] + (try ToolBackend.postgres.databaseArguments(in: folder, lease: 2))
         let run = try await QueuekitBinary.run(args, in: folder.url)
         #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
         #expect(run.stdout.contains("started 3 workers"))

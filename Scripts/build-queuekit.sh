@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Builds the queuekit tool in release mode (progress on stderr) and prints the binary's path.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+echo "=== building queuekit (release)" >&2
+swift build -c release --package-path Integration --product queuekit >&2
+echo "$(swift build -c release --package-path Integration --show-bin-path)/queuekit"
