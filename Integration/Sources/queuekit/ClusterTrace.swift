@@ -60,19 +60,21 @@ struct ClusterTrace: Sendable {
         lines.filter { $0.worker == worker && !$0.isStart && $0.outcome != "retry" }.count
     }
 
-    /// Attempts that started more than once, and how many of those were not first run by the
-    /// killed worker before it died (the only re-runs that at-least-once allows).
-    func reRuns(killed: Int, at killTime: UInt64) -> (total: Int, unexplained: Int) {
+    /// Attempts that started more than once, and the runs of those that the kill does not explain
+    /// (at-least-once allows only runs the killed worker began before it died).
+    func reRuns(killed: Int, at killTime: UInt64) -> (total: Int, unexplained: [String]) {
         var starts: [String: [Line]] = [:]
         for line in lines where line.isStart {
             starts["\(line.key) \(line.attempt)", default: []].append(line)
         }
         var total = 0
-        var unexplained = 0
-        for runs in starts.values where runs.count > 1 {
+        var unexplained: [String] = []
+        for (attempt, runs) in starts.sorted(by: { $0.key < $1.key }) where runs.count > 1 {
             total += runs.count - 1
             // Every run but the last must have been cut short by the kill.
-            unexplained += runs.dropLast().filter { $0.worker != killed || $0.time > killTime }.count
+            for run in runs.dropLast() where run.worker != killed || run.time > killTime {
+                unexplained.append("\(attempt) ran again after a run on worker \(run.worker + 1) that the kill did not cut short")
+            }
         }
         return (total, unexplained)
     }
@@ -97,28 +99,28 @@ struct ClusterTrace: Sendable {
             .sorted { $0.seconds < $1.seconds }
     }
 
-    /// Moments when an action of a queue started while another of the same queue was running
+    /// Each moment an action of a queue started while another of the same queue was running
     /// anywhere. A run the kill cut short counts as running until the kill.
-    func overlaps(killed: Int, at killTime: UInt64) -> Int {
+    func overlaps(killed: Int, at killTime: UInt64) -> [String] {
         var running: [String: Line] = [:]
-        var count = 0
+        var found: [String] = []
         for line in lines {
             if line.isStart {
                 if let other = running[line.queue], !(other.worker == killed && line.time > killTime) {
-                    count += 1
+                    found.append("\(line.queue): \(line.key) started on worker \(line.worker + 1) while \(other.key) ran on worker \(other.worker + 1)")
                 }
                 running[line.queue] = line
             } else if let current = running[line.queue], current.key == line.key, current.worker == line.worker {
                 running[line.queue] = nil
             }
         }
-        return count
+        return found
     }
 
-    /// Starts of an action before every action enqueued ahead of it in its queue was done
+    /// Each start of an action before every action enqueued ahead of it in its queue was done
     /// (uploaded or dead-lettered). Keys of one queue sort in the order they were enqueued (the
     /// demo's keys do).
-    func outOfOrder() -> Int {
+    func outOfOrder() -> [String] {
         var keys: [String: [String]] = [:]
         for line in lines {
             keys[line.queue, default: []].append(line.key)
@@ -130,11 +132,13 @@ struct ClusterTrace: Sendable {
         }
         var done: [String: Set<Int>] = [:]
         var firstUndone: [String: Int] = [:]
-        var count = 0
+        var found: [String] = []
         for line in lines {
             guard let index = position[line.queue]?[line.key] else { continue }
             if line.isStart {
-                if index > firstUndone[line.queue, default: 0] { count += 1 }
+                if index > firstUndone[line.queue, default: 0] {
+                    found.append("\(line.queue): \(line.key) started on worker \(line.worker + 1) before an earlier action was done")
+                }
             } else if line.outcome != "retry" {
                 done[line.queue, default: []].insert(index)
                 var next = firstUndone[line.queue, default: 0]
@@ -142,6 +146,6 @@ struct ClusterTrace: Sendable {
                 firstUndone[line.queue] = next
             }
         }
-        return count
+        return found
     }
 }

@@ -138,9 +138,12 @@ struct DemoCluster: AsyncParsableCommand {
             ))
         }
         rows.append(("re-runs", "\(reRuns.total) (at-least-once: uploads the killed worker was running)"
-            + (reRuns.unexplained > 0 ? "; \(reRuns.unexplained) NOT explained by the kill" : "")))
-        rows.append(("checks", "\(overlaps) overlapping runs in a queue, \(outOfOrder) out of order, \(reRuns.unexplained) unexplained re-runs"))
-        return (rows, overlaps == 0 && outOfOrder == 0 && reRuns.unexplained == 0)
+            + (reRuns.unexplained.isEmpty ? "" : "; \(reRuns.unexplained.count) NOT explained by the kill")))
+        rows.append(("checks", "\(overlaps.count) overlapping runs in a queue, \(outOfOrder.count) out of order, \(reRuns.unexplained.count) unexplained re-runs"))
+        for problem in (overlaps + outOfOrder + reRuns.unexplained).prefix(5) {
+            rows.append(("", problem))
+        }
+        return (rows, overlaps.isEmpty && outOfOrder.isEmpty && reRuns.unexplained.isEmpty)
     }
 
     private func leaseDescription() -> String {
