@@ -384,10 +384,17 @@ struct PostgresBenchmarks {
         wakeUps.sort()
         let p50 = percentile(latencies, 0.5), p99 = percentile(latencies, 0.99)
         print("idle-to-start (save in this process, broker in a worker process): p50 \(String(format: "%.2f", p50)) ms, p99 \(String(format: "%.2f", p99)) ms, max \(String(format: "%.2f", latencies.last ?? .nan)) ms over \(rounds); the save call alone p50 \(String(format: "%.2f", percentile(saves, 0.5))) ms, p99 \(String(format: "%.2f", percentile(saves, 0.99))) ms; from its return to the start p50 \(String(format: "%.2f", percentile(wakeUps, 0.5))) ms, p99 \(String(format: "%.2f", percentile(wakeUps, 0.99))) ms")
+        // The issue's target: a saved (committed) action starts in < 5 ms at p50 on loopback.
+        let fromCommit = percentile(wakeUps, 0.5)
         rows.append(PostgresBenchRow(
-            name: "idle→start, other process (\(rounds))",
+            name: "idle→start from the save's commit, other process (\(rounds))",
+            ours: "p50 \(String(format: "%.2f", fromCommit)) ms, p99 \(String(format: "%.2f", percentile(wakeUps, 0.99))) ms",
+            peer: "-", ratio: "-", target: "p50 < 5 ms: \(fromCommit < 5 ? "met" : "missed")"
+        ))
+        rows.append(PostgresBenchRow(
+            name: "idle→start counting the save call (\(rounds))",
             ours: "p50 \(String(format: "%.2f", p50)) ms, p99 \(String(format: "%.2f", p99)) ms",
-            peer: "save call p50 \(String(format: "%.2f", percentile(saves, 0.5))) ms", ratio: "-", target: "p99 < 10 ms"
+            peer: "save call p50 \(String(format: "%.2f", percentile(saves, 0.5))) ms", ratio: "-", target: "none set"
         ))
     }
 
