@@ -6,6 +6,8 @@ let package = Package(
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .executable(name: "queuekit", targets: ["queuekit"]),
+        // The tool's commands and argument parsing, for the fuzz targets (`Fuzz/`).
+        .library(name: "QueuekitCLI", targets: ["QueuekitCLI"]),
     ],
     dependencies: [
         .package(path: "../Packages/AsyncPrimitives"),
@@ -19,9 +21,14 @@ let package = Package(
     ],
     targets: [
         // The `queuekit` command-line tool: the end-to-end demo and a small admin CLI over a
-        // TaskBroker SQLite file.
+        // TaskBroker SQLite file. The executable only calls QueuekitCLI's entry point.
         .executableTarget(
             name: "queuekit",
+            dependencies: ["QueuekitCLI"]
+        ),
+        // The commands, their argument parsing and the demo's handler.
+        .target(
+            name: "QueuekitCLI",
             dependencies: [
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ObjectDataSource", package: "AsyncPrimitives"),

@@ -128,6 +128,9 @@ struct QueuekitToolTests {
         (["retry", "nobody", "--database", "sqlite:good.sqlite"], 1, "queuekit: no queue named 'nobody'"),
         (["list", "--database", "postgres://db"], 64, "queuekit: --database expects sqlite:PATH"),
         (["enqueue", "--queue", "a/b", "--database", "sqlite:good.sqlite"], 64, "queuekit: --queue takes a user name"),
+        // The fuzz target's regression inputs (Fuzz/Regressions/QueuekitArgumentsFuzzer/): these trapped.
+        (["work", "--work-ms", "inf", "--database", "sqlite:good.sqlite"], 64, "queuekit: --work-ms takes at most 3600000"),
+        (["demo", "--work-ms", "1e300", "--database", "sqlite:good.sqlite"], 64, "queuekit: --work-ms takes at most 3600000"),
     ])
     func badInputGetsOneLineOnStderrAndANonZeroStatus(arguments: [String], status: Int32, message: String) async throws {
         let folder = try TemporaryDirectory()
