@@ -1,5 +1,7 @@
 # QueueKit: `make demo` runs the end-to-end demo; `make test-all` runs every test.
-.PHONY: all setup demo demo-cluster test-all test lint bench versions release-check docs clean
+FUZZ_SECONDS ?= 30
+FUZZER ?=
+.PHONY: all setup demo demo-cluster test-all test test-tsan test-asan fuzz lint bench versions release-check docs clean
 
 all: test-all
 
@@ -23,6 +25,19 @@ test-all:
 test:
 	@Scripts/test-all.sh $(PACKAGE)
 
+# The tests under ThreadSanitizer (AsyncPrimitives, QueueCore, JobChain, TaskBroker, Integration)
+# and AddressSanitizer (QueuePersistence, TaskBroker), built once each through Sanitizers/.
+test-tsan:
+	@Scripts/sanitize.sh thread
+
+test-asan:
+	@Scripts/sanitize.sh address
+
+# libFuzzer over every decoder of stored or outside input, each target FUZZ_SECONDS (default 30):
+# `make fuzz FUZZ_SECONDS=600` runs long, `make fuzz FUZZER=TaskRowFuzzer` runs one target.
+fuzz:
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZER=$(FUZZER) Scripts/fuzz.sh
+
 lint:
 	@Scripts/lint.sh
 
@@ -45,4 +60,4 @@ release-check: setup
 	@Scripts/release-check.sh
 
 clean:
-	rm -rf Packages/*/.build Packages/*/Benchmarks/.build Integration/.build
+	rm -rf Packages/*/.build Packages/*/Benchmarks/.build Integration/.build Sanitizers/.build* Fuzz/.build Fuzz/.corpus Fuzz/.artifacts

@@ -6,6 +6,8 @@ let package = Package(
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .executable(name: "queuekit", targets: ["queuekit"]),
+        // The tool's commands and argument parsing, for the fuzz targets (`Fuzz/`).
+        .library(name: "QueuekitCLI", targets: ["QueuekitCLI"]),
     ],
     dependencies: [
         .package(path: "../Packages/AsyncPrimitives"),
@@ -20,9 +22,15 @@ let package = Package(
     ],
     targets: [
         // The `queuekit` command-line tool: the end-to-end demo and a small admin CLI over a
-        // TaskBroker database (an SQLite file, or PostgreSQL).
+        // TaskBroker database (an SQLite file, or PostgreSQL). The executable only calls
+        // QueuekitCLI's entry point.
         .executableTarget(
             name: "queuekit",
+            dependencies: ["QueuekitCLI"]
+        ),
+        // The commands, their argument parsing and the demo's handler.
+        .target(
+            name: "QueuekitCLI",
             dependencies: [
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ObjectDataSource", package: "AsyncPrimitives"),
@@ -48,6 +56,8 @@ let package = Package(
                 .product(name: "JobChain", package: "JobChain"),
                 .product(name: "TaskBroker", package: "TaskBroker"),
                 .product(name: "ObjectDataSource", package: "AsyncPrimitives"),
+                // `demo-cluster`'s trace checks, tested on traces with known faults.
+                "QueuekitCLI",
                 // So that `swift test` builds the binary that the subprocess tests run.
                 "queuekit",
             ]

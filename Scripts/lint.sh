@@ -12,7 +12,7 @@ bad=$(git ls-files | grep -E '(^|/)(\.build[^/]*|\.swiftpm)/|(^|/)Package\.resol
 $bad"
 
 # Every manifest turns warnings into errors and uses the Swift 6 language mode.
-for manifest in Packages/*/Package.swift Integration/Package.swift Packages/*/Benchmarks/Package.swift; do
+for manifest in Packages/*/Package.swift Integration/Package.swift Packages/*/Benchmarks/Package.swift Sanitizers/Package.swift Fuzz/Package.swift; do
     [ -f "$manifest" ] || continue
     grep -q 'treatAllWarnings(as: .error)' "$manifest" || fail "$manifest does not treat warnings as errors"
     grep -q 'swiftLanguageModes: \[.v6\]' "$manifest" || fail "$manifest is not in the Swift 6 language mode"

@@ -1,5 +1,5 @@
 import Testing
-@testable import queuekit
+@testable import QueuekitCLI
 
 /// `demo-cluster`'s checks, fed traces with known faults: each check finds what it is for.
 struct ClusterTraceTests {

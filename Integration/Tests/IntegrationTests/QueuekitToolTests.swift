@@ -193,6 +193,9 @@ struct QueuekitToolTests {
         (["stats", "--database", "postgres://app:secret@127.0.0.1:1/app"], 1, "queuekit: cannot open postgres://app:***@127.0.0.1:1/app: "),
         (["demo-cluster", "--database", "sqlite:good.sqlite"], 64, "queuekit: demo-cluster needs a database that several processes share"),
         (["enqueue", "--queue", "a/b", "--database", "sqlite:good.sqlite"], 64, "queuekit: --queue takes a user name"),
+        // The fuzz target's regression inputs (Fuzz/Regressions/QueuekitArgumentsFuzzer/): these trapped.
+        (["work", "--work-ms", "inf", "--database", "sqlite:good.sqlite"], 64, "queuekit: --work-ms takes at most 3600000"),
+        (["demo", "--work-ms", "1e300", "--database", "sqlite:good.sqlite"], 64, "queuekit: --work-ms takes at most 3600000"),
     ])
     func badInputGetsOneLineOnStderrAndANonZeroStatus(arguments: [String], status: Int32, message: String) async throws {
         let folder = try TemporaryDirectory()

@@ -166,24 +166,28 @@ public final class FileBasedPersister<JobType: QueueJob>: JobPersister, Sendable
         let decoder = JSONDecoder()
         let (jobs, found) = try openStore().load(
             readID: JobCodec.id(from:),
-            classify: { (data: Data) -> FileJobStore.Found<JobType> in
-                let id: String
-                do {
-                    id = try JobCodec.id(from: data)
-                } catch {
-                    return .corrupt(error)
-                }
-                do {
-                    let job = try decoder.decode(JobType.self, from: data)
-                    return .job(id: job.id, job)
-                } catch {
-                    return .undecodable(id: id, error)
-                }
-            },
+            classify: { (data: Data) in Self.classify(data, decoder: decoder) },
             logger: logger
         )
         issues.withLock { $0 = found }
         return jobs
+    }
+
+    /// What a job file's bytes hold: a job, an intact job that `JobType` does not decode, or
+    /// damaged bytes. The fuzz target `FileJobFuzzer` (`Fuzz/`) feeds it arbitrary bytes.
+    static func classify(_ data: Data, decoder: JSONDecoder) -> FileJobStore.Found<JobType> {
+        let id: String
+        do {
+            id = try JobCodec.id(from: data)
+        } catch {
+            return .corrupt(error)
+        }
+        do {
+            let job = try decoder.decode(JobType.self, from: data)
+            return .job(id: job.id, job)
+        } catch {
+            return .undecodable(id: id, error)
+        }
     }
 
     /// Deletes every stored job of this queue, then calls `completion` with the error, if any.

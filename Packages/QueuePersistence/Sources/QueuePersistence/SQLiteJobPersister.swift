@@ -206,13 +206,16 @@ public final class SQLiteJobPersister<JobType: QueueJob>: JobPersister, Sendable
         return jobs
     }
 
-    private enum Outcome {
+    /// What a stored row's payload holds (see ``outcome(_:)``).
+    enum Outcome {
         case job(JobType)
         case undecodable(any Error)
         case corrupt(any Error)
     }
 
-    private static func outcome(_ payload: [UInt8]) -> Outcome {
+    /// Decodes a stored row's payload: a job, an intact row that `JobType` does not decode, or
+    /// damaged bytes. The fuzz target `BinaryRowFuzzer` (`Fuzz/`) feeds it arbitrary bytes.
+    static func outcome(_ payload: [UInt8]) -> Outcome {
         do {
             return .job(try BinaryJobCoder.decode(JobType.self, from: payload))
         } catch {

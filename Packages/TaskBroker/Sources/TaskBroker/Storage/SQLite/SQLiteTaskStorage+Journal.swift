@@ -53,8 +53,9 @@ extension SQLiteTaskStorage {
                 db, sql: "SELECT seq, queue_name, origin FROM taskbroker_change WHERE seq > ? ORDER BY seq", arguments: [after]
             )
             while let row = try rows.next() {
-                read.latest = row[0]
-                read.entries.append((row[1], row[2]))
+                // Throwing reads: a value of the wrong type is an error, not a trap.
+                read.latest = try row.decode(atIndex: 0)
+                read.entries.append((try row.decode(atIndex: 1), try row.decode(atIndex: 2)))
             }
             return read
         }

@@ -79,7 +79,7 @@ final class SQLiteTaskStorage: TaskStorage {
                 )
                 var tasks: [StoredTask] = []
                 while let row = try rows.next() {
-                    tasks.append(Self.task(from: row))
+                    tasks.append(try Self.task(from: row))
                 }
                 return tasks
             }
@@ -117,7 +117,7 @@ final class SQLiteTaskStorage: TaskStorage {
                     )
                     var current: (name: String, tasks: [StoredTask])?
                     while let row = try rows.next() {
-                        let task = Self.task(from: row)
+                        let task = try Self.task(from: row)
                         if let queue = current, queue.name != task.queueName {
                             body(queue.name, queue.tasks)
                             current = nil
@@ -197,9 +197,12 @@ final class SQLiteTaskStorage: TaskStorage {
                     JOIN live a ON a.queue_name = counts.queue_name AND a.position = counts.head
                     ORDER BY a.queue_name
                     """) {
-                    let name: String = row["queue_name"]
+                    // Throwing reads: a value of the wrong type is an error, not a trap (see task(from:)).
+                    let name: String = try row.decode(forColumn: "queue_name")
                     order.append(name)
-                    snapshots[name] = TaskQueueSnapshot(name: name, pending: row["pending"], attempts: row["attempts"])
+                    snapshots[name] = TaskQueueSnapshot(
+                        name: name, pending: try row.decode(forColumn: "pending"), attempts: try row.decode(forColumn: "attempts")
+                    )
                 }
                 for row in try Row.fetchAll(
                     db,
@@ -208,7 +211,7 @@ final class SQLiteTaskStorage: TaskStorage {
                         ORDER BY queue_name, position
                         """
                 ) {
-                    let task = Self.task(from: row)
+                    let task = try Self.task(from: row)
                     snapshots[task.queueName]?.pause = task.pause
                     snapshots[task.queueName]?.attempts = task.attempts
                 }
@@ -287,19 +290,47 @@ final class SQLiteTaskStorage: TaskStorage {
     /// The columns `task(from:)` reads, in its order.
     static let selectedColumns = "key, collection, queue_name, payload, position, revision, attempts, pause_kind, pause_until"
 
-    static func task(from row: Row) -> StoredTask {
-        let kind: Int = row[7]
-        let until: Double? = row[8]
-        let pause: TaskPause?
-        switch kind {
-        case 1: pause = .until(Date(timeIntervalSince1970: until ?? 0))
-        case 2: pause = .untilRestart
-        default: pause = nil
+    ///
+    /// The columns are declared `NOT NULL` with a type, but SQLite stores any value in any column
+    /// of an ordinary table: a row written outside QueueKit (a hand edit, another tool, damage)
+    /// may hold text where a number belongs. Such a row is a typed ``TaskBrokerError``
+    /// (`.corruptDatabase`), never a crash (GRDB's non-throwing subscripts trap on it; found by
+    /// the `TaskRowFuzzer` fuzz target).
+    /// - Throws: ``TaskBrokerError`` `.corruptDatabase` when a column does not hold its type.
+    static func task(from row: Row) throws(TaskBrokerError) -> StoredTask {
+        do {
+            let kind = try row.decode(Int.self, atIndex: 7)
+            let until = try row.decode(Double?.self, atIndex: 8)
+            let pause: TaskPause?
+            switch kind {
+            case 1:
+                guard until?.isFinite ?? true else {
+                    throw TaskBrokerError(
+                        code: .corruptDatabase,
+                        message: "A stored action's pause ends at \(until ?? 0), which is no time; "
+                            + "repair or delete the row in taskbroker_action."
+                    )
+                }
+                pause = .until(Date(timeIntervalSince1970: until ?? 0))
+            case 2: pause = .untilRestart
+            default: pause = nil
+            }
+            return StoredTask(
+                key: try row.decode(atIndex: 0), collection: try row.decode(atIndex: 1),
+                queueName: try row.decode(atIndex: 2), payload: try row.decode(atIndex: 3),
+                position: try row.decode(atIndex: 4), revision: try row.decode(atIndex: 5),
+                attempts: try row.decode(atIndex: 6), pause: pause
+            )
+        } catch let error as TaskBrokerError {
+            throw error
+        } catch {
+            throw TaskBrokerError(
+                code: .corruptDatabase,
+                message: "A stored action row holds a value of the wrong type (the database was changed outside "
+                    + "QueueKit or is damaged); repair or delete the row in taskbroker_action.",
+                underlying: error
+            )
         }
-        return StoredTask(
-            key: row[0], collection: row[1], queueName: row[2], payload: row[3],
-            position: row[4], revision: row[5], attempts: row[6], pause: pause
-        )
     }
 
     static func columns(for pause: TaskPause?) -> (Int, Double?) {

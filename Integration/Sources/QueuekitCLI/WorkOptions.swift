@@ -13,8 +13,11 @@ struct WorkOptions: ParsableArguments {
     @Option(help: "Longest delay between retries, in milliseconds.")
     var maxBackoffMs = 500
 
-    @Option(help: "Milliseconds an average simulated upload takes.")
+    @Option(help: "Milliseconds an average simulated upload takes (at most an hour: 3600000).")
     var workMs = 2.0
+
+    /// The longest `--work-ms`: an hour.
+    static let maximumWorkMs = 3_600_000.0
 
     @Option(help: "How many user queues upload at the same time.")
     var concurrency = 16
@@ -22,6 +25,11 @@ struct WorkOptions: ParsableArguments {
     func validate() throws {
         guard maxAttempts >= 1, concurrency >= 1, backoffMs >= 0, maxBackoffMs >= 0, workMs >= 0 else {
             throw ValidationError("--max-attempts and --concurrency must be at least 1, and times cannot be negative.")
+        }
+        // `inf` and `1e300` parse as numbers; they used to trap when converted to a duration
+        // (the QueuekitArgumentsFuzzer fuzz target crashed on them).
+        guard workMs <= Self.maximumWorkMs else {
+            throw ValidationError("--work-ms takes at most \(Int(Self.maximumWorkMs)) (an hour); got \(workMs).")
         }
     }
 

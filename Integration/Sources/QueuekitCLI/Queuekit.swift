@@ -17,11 +17,13 @@ struct Queuekit: AsyncParsableCommand {
     )
 }
 
-/// The entry point: runs the command and turns every failure into one line on stderr and a
-/// non-zero exit status (never a stack trace).
-@main
-enum Main {
-    static func main() async {
+/// The `queuekit` tool's entry point, in a library so that the fuzz targets (`Fuzz/`) link the
+/// same argument parsing the executable runs.
+public enum QueuekitTool: Sendable {
+    /// Parses `CommandLine.arguments`, runs the command and turns every failure into one line
+    /// on stderr and a non-zero exit status (never a stack trace); exits the process when the
+    /// command fails.
+    public static func main() async {
         do {
             var command = try Queuekit.parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {

@@ -1,0 +1,42 @@
+import Foundation
+import GRDB
+import TaskBroker
+import Testing
+
+/// A row of `taskbroker_action` that holds a value of the wrong type (SQLite keeps any value in
+/// any column of an ordinary table: a hand edit, another tool, damage) is a typed error when it
+/// is read, never a crash. Rows that GRDB copies (`fetchOne`, `fetchAll`: a delete's or a
+/// restart's `RETURNING` rows) used to trap in its non-throwing subscripts; rows read through a
+/// cursor are converted by SQLite itself and never trapped. Found with the `TaskRowFuzzer` fuzz
+/// target (`Fuzz/`), whose regression inputs in `Fuzz/Regressions/TaskRowFuzzer/` are these rows.
+@Suite(.timeLimit(.minutes(1)))
+struct CorruptRowTests {
+    @Test(arguments: [
+        "attempts = 'many'",
+        "revision = x'00'",
+        "pause_kind = 'soon'",
+        "payload = 42",
+        "pause_kind = 1, pause_until = 1e999",
+    ])
+    func aRowWithAValueOfTheWrongTypeIsACorruptDatabaseErrorNotACrash(change: String) async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("tasks.sqlite")
+        let database = try await TaskDatabase.sqlite(path: path)
+        _ = try await database.storage.save([
+            NewTask(key: "a", collection: "c", queueName: "h-q", payload: Data("{}".utf8)),
+            NewTask(key: "b", collection: "c", queueName: "h-q", payload: Data("{}".utf8)),
+        ])
+        try await DatabaseQueue(path: path).write { db in
+            try db.execute(sql: "UPDATE taskbroker_action SET \(change) WHERE key = 'a'")
+        }
+        let error = await #expect(throws: TaskBrokerError.self) {
+            _ = try await database.delete(key: "a", collection: "c")
+        }
+        #expect(error?.code == .corruptDatabase)
+        // Nothing was deleted, and the other action is untouched.
+        let keys = try await DatabaseQueue(path: path).read { db in
+            try String.fetchAll(db, sql: "SELECT key FROM taskbroker_action ORDER BY key")
+        }
+        #expect(keys == ["a", "b"])
+    }
+}
