@@ -48,7 +48,9 @@ let package = Package(
                 .product(name: "ObjectDataSource", package: "AsyncPrimitives"),
                 .product(name: "QueueRetry", package: "QueueRetry"),
                 .product(name: "TaskBroker", package: "TaskBroker"),
+                .product(name: "TaskBrokerPostgres", package: "TaskBroker"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
         // Each package's tests, with the dependencies its own manifest gives them.
@@ -108,6 +110,7 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "queuekit",
+                "QueuekitCLI",
                 .product(name: "AsyncPrimitives", package: "AsyncPrimitives"),
                 .product(name: "AsyncPrimitivesTesting", package: "AsyncPrimitives"),
                 .product(name: "QueueCore", package: "QueueCore"),
