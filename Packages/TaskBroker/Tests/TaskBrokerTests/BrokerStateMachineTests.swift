@@ -245,6 +245,23 @@ import Testing
         #expect(h.send(.stored([.success(b)])).runs == ["c"])
     }
 
+    @Test func aReadThatBeganBeforeAnOutcomeWasStoredIsReadAgainNotRunTwice() {
+        var h = MachineHarness()
+        let a = h.entry("a", "q")
+        _ = h.send(.start(["q"]))
+        #expect(h.send(MachineHarness.loaded("q", [a])).runs == ["a"])
+        // Another process saves b: the queue is read while a runs...
+        #expect(h.send(.changes([.reload(["q"])])).loads == [["q"]])
+        // ...a's success is stored before that read answers...
+        #expect(h.send(.stored([.success(a)])).runs.isEmpty, "nothing runs while the queue is read")
+        // ...and the read, whose snapshot predates the commit, still shows a.
+        let b = h.entry("b", "q")
+        let stale = h.send(MachineHarness.loaded("q", [a, b]))
+        #expect(stale.runs.isEmpty, "a is done: it must not run again")
+        #expect(stale.loads == [["q"]], "the queue is read again")
+        #expect(h.send(MachineHarness.loaded("q", [b])).runs == ["b"])
+    }
+
     @Test func anotherProcessesResumeIsSeenThroughARead() {
         var h = MachineHarness()
         let a = h.entry("a", "q", attempts: 1, pause: .untilRestart)

@@ -142,6 +142,10 @@ extension BrokerStateMachine {
                 continue
             }
             endFlight(&state)
+            // A read of the queue under way began before this outcome was committed: it may still
+            // show the action as it was (run again after a success, or with its old attempts).
+            // Its answer is dropped and the queue read again.
+            if state.load?.inProgress == true { state.load?.again = true }
             if state.released {
                 // Another worker took the queue over while the action ran: the outcome was not
                 // stored (the other worker runs the action). What this broker knew of the queue is
