@@ -78,9 +78,10 @@ for suite in "${suites[@]}"; do
         run --filter "^TaskBrokerTests\." --skip 'PostgresRestartTests|PostgresCrashTests' --no-parallel
         run --filter PostgresRestartTests
     elif [ "$suite" = IntegrationTests ]; then
-        # demo-cluster's test runs three worker processes on a 2 s lease: under ThreadSanitizer a
-        # worker renewed too late and lost a queue whose action it had run (4 re-runs the kill did
-        # not explain, none overlapping), a timing bound like the crash test's; test-all runs it.
+        # demo-cluster's test runs three worker processes on a 2 s lease. Under ThreadSanitizer one
+        # run reported 4 re-runs the kill did not explain (none overlapping): most likely a worker
+        # that renewed too late under the slowdown, a timing bound like the crash test's, but not
+        # confirmed yet (see #12's note). test-all runs it.
         run --filter "^$suite\." --skip demoClusterKillsAWorkerHalfway
     else
         run --filter "^$suite\."
