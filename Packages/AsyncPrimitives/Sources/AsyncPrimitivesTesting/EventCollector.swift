@@ -13,6 +13,7 @@ import Synchronization
 /// ```
 public final class EventCollector<Element: Sendable>: Sendable {
     private struct Waiter {
+        let id: UInt64
         let count: Int
         let continuation: CheckedContinuation<[Element], Never>
     }
@@ -20,6 +21,9 @@ public final class EventCollector<Element: Sendable>: Sendable {
     private struct State {
         var values: [Element] = []
         var waiters: [Waiter] = []
+        var nextID: UInt64 = 0
+        /// Waiters cancelled before their continuation was stored.
+        var cancelledEarly: Set<UInt64> = []
     }
 
     private let state = Mutex(State())
@@ -53,15 +57,34 @@ public final class EventCollector<Element: Sendable>: Sendable {
 
     /// Waits until at least `count` values have been recorded.
     ///
-    /// - Returns: The first `count` values, in arrival order.
+    /// A cancelled wait (a test past its time limit, say) returns at once with what has
+    /// arrived, fewer than `count` values, so that the test fails on them instead of hanging.
+    ///
+    /// - Returns: The first `count` values, in arrival order; fewer only when cancelled.
     public func values(count: Int) async -> [Element] {
-        await withCheckedContinuation { (continuation: CheckedContinuation<[Element], Never>) in
-            let ready = state.withLock { state -> [Element]? in
-                if state.values.count >= count { return Array(state.values.prefix(count)) }
-                state.waiters.append(Waiter(count: count, continuation: continuation))
-                return nil
+        let id = state.withLock { state -> UInt64 in
+            state.nextID += 1
+            return state.nextID
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<[Element], Never>) in
+                let ready = state.withLock { state -> [Element]? in
+                    if state.values.count >= count { return Array(state.values.prefix(count)) }
+                    if state.cancelledEarly.remove(id) != nil { return state.values }
+                    state.waiters.append(Waiter(id: id, count: count, continuation: continuation))
+                    return nil
+                }
+                if let ready { continuation.resume(returning: ready) }
             }
-            if let ready { continuation.resume(returning: ready) }
+        } onCancel: {
+            let cancelled = state.withLock { state -> (CheckedContinuation<[Element], Never>, [Element])? in
+                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else {
+                    state.cancelledEarly.insert(id)
+                    return nil
+                }
+                return (state.waiters.remove(at: index).continuation, state.values)
+            }
+            if let (continuation, values) = cancelled { continuation.resume(returning: values) }
         }
     }
 }

@@ -47,6 +47,7 @@ public final class ManualClock: Clock, Sendable {
     }
 
     private struct Waiter {
+        let id: UInt64
         let count: Int
         let continuation: CheckedContinuation<Void, Never>
     }
@@ -56,7 +57,7 @@ public final class ManualClock: Clock, Sendable {
         var nextID: UInt64 = 0
         var sleepers: [Sleeper] = []
         var waiters: [Waiter] = []
-        /// Sleeper ids cancelled before their continuation was stored.
+        /// Sleeper and waiter ids cancelled before their continuation was stored.
         var cancelledEarly: Set<UInt64> = []
     }
 
@@ -139,14 +140,31 @@ public final class ManualClock: Clock, Sendable {
     /// Returns once at least `count` tasks are sleeping on this clock.
     ///
     /// Await this before ``advance(by:)`` so that the code under test has reached its sleep.
+    /// A cancelled wait (a test past its time limit, say) returns at once, so that the test
+    /// goes on to fail instead of hanging.
     public func sleepers(atLeast count: Int) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let ready = state.withLock { state -> Bool in
-                if state.sleepers.count >= count { return true }
-                state.waiters.append(Waiter(count: count, continuation: continuation))
-                return false
+        let id = state.withLock { state -> UInt64 in
+            state.nextID += 1
+            return state.nextID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let ready = state.withLock { state -> Bool in
+                    if state.sleepers.count >= count || state.cancelledEarly.remove(id) != nil { return true }
+                    state.waiters.append(Waiter(id: id, count: count, continuation: continuation))
+                    return false
+                }
+                if ready { continuation.resume() }
             }
-            if ready { continuation.resume() }
+        } onCancel: {
+            let waiter = state.withLock { state -> Waiter? in
+                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else {
+                    state.cancelledEarly.insert(id)
+                    return nil
+                }
+                return state.waiters.remove(at: index)
+            }
+            waiter?.continuation.resume()
         }
     }
 

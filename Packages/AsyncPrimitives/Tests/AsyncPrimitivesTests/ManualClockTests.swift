@@ -64,4 +64,37 @@ struct ManualClockTests {
         #expect(await firstTwo == [1, 2])
         #expect(collector.values == [1, 2, 3])
     }
+
+    /// A test past its time limit is cancelled: its waits must end so that it fails, not hang
+    /// the whole test run. Cancelled before or while waiting, a wait returns what has arrived.
+    @Test func aCancelledWaitForValuesReturnsWhatHasArrived() async {
+        for round in 0..<100 {
+            let collector = EventCollector<Int>()
+            collector.record(round)
+            let wait = Task { await collector.values(count: 2) }
+            if round.isMultiple(of: 2) { await Task.yield() }
+            wait.cancel()
+            #expect(await wait.value == [round])
+            // The collector still works for a wait that is not cancelled.
+            collector.record(-1)
+            #expect(await collector.values(count: 2) == [round, -1])
+        }
+    }
+
+    @Test func aCancelledWaitForSleepersReturns() async {
+        let clock = ManualClock()
+        for round in 0..<100 {
+            let wait = Task { await clock.sleepers(atLeast: 1) }
+            if round.isMultiple(of: 2) { await Task.yield() }
+            wait.cancel()
+            await wait.value
+        }
+        #expect(clock.sleeperCount == 0)
+        // A wait that is not cancelled still ends when a sleeper arrives.
+        let sleeper = Task { try await clock.sleep(for: .seconds(1)) }
+        await clock.sleepers(atLeast: 1)
+        clock.advance(by: .seconds(1))
+        try? await sleeper.value
+        #expect(clock.sleeperCount == 0)
+    }
 }

@@ -51,9 +51,10 @@ final class CrashHelperRun: Sendable {
         }
     }
 
-    /// Waits for the next line after the first `count` lines.
+    /// Waits for the next line after the first `count` lines ("cancelled" when the wait is).
     func line(after count: Int) async -> String {
-        await lines.values(count: count + 1)[count]
+        let lines = await lines.values(count: count + 1)
+        return lines.count > count ? lines[count] : "cancelled"
     }
 
     /// Sends a line to the helper's stdin.

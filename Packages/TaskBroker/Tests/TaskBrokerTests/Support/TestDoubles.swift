@@ -120,6 +120,7 @@ final class EventRecorder: Sendable {
         var count = 1
         while true {
             let values = await events.values(count: count)
+            guard values.count == count else { return values }  // cancelled (past the time limit)
             if match(values[count - 1]) { return values }
             count += 1
         }
@@ -131,6 +132,7 @@ final class EventRecorder: Sendable {
         var seen = 0
         while true {
             let values = await events.values(count: count)
+            guard values.count == count else { return values }  // cancelled (past the time limit)
             if match(values[count - 1]) {
                 seen += 1
                 if seen == occurrence { return values }
