@@ -94,6 +94,44 @@ struct BeyondSeedTests {
         await broker2.shutdown()
     }
 
+    /// A retry due in 100 ms runs once the clock has moved exactly 100 ms, in the broker that
+    /// failed it and in one that reads the deadline back from storage. (A deadline is a date, and
+    /// a date with a fraction of a second does not subtract back to exactly 100 ms: the wait came
+    /// out a few hundred nanoseconds long, and a clock advanced by exactly the retry never fired it.)
+    @Test(arguments: Backend.allCases) func aTimedRetryRunsWhenTheClockReachesItsDeadlineExactly(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let start = Date(timeIntervalSince1970: 1_800_000_000.123_456_7)
+        let database = try await store.open()
+        let clock1 = ManualClock()
+        let first = RecordingHandler<TestAction>()
+        first.script("a", .retry(after: .milliseconds(100)))
+        first.script("b", .retry(after: .milliseconds(100)), .retry(after: .milliseconds(100)))
+        let broker1 = try await TaskQueueBroker.setup(
+            database: database, name: "h", handler: first, configuration: .init(wallClock: { start }), clock: clock1
+        )
+        try await database.save([TestAction(key: "a", queueName: "h-a"), TestAction(key: "b", queueName: "h-b")])
+        await clock1.sleepers(atLeast: 2)
+        clock1.advance(by: .milliseconds(100))
+        #expect(await first.handled.values(count: 4).sorted() == ["a", "a", "b", "b"])
+        await broker1.shutdown()
+
+        // A's second run succeeded; b's failed again and is paused until 200 ms after the start.
+        let paused = try #require(try await database.snapshot().first)
+        #expect(paused.name == "h-b")
+        let clock2 = ManualClock()
+        let second = RecordingHandler<TestAction>()
+        let broker2 = try await TaskQueueBroker.setup(
+            database: try await store.open(), name: "h", handler: second,
+            configuration: .init(wallClock: { start.addingTimeInterval(0.1) }), clock: clock2
+        )
+        await clock2.sleepers(atLeast: 1)
+        clock2.advance(by: .milliseconds(99))
+        #expect(second.handled.count == 0)
+        clock2.advance(by: .milliseconds(1))
+        #expect(await second.handled.values(count: 1) == ["b"])
+        await broker2.shutdown()
+    }
+
     @Test(arguments: Backend.allCases) func overdueTimedRetryRunsAtOnceAfterARestart(_ backend: Backend) async throws {
         let store = try TestStore(backend)
         let start = Date(timeIntervalSince1970: 1_800_000_000)

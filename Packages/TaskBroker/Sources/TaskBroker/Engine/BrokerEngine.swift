@@ -203,7 +203,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 let duration: Duration
                 switch delay {
                 case .after(let after): duration = after
-                case .until(let date): duration = Duration(timeInterval: max(0, date.timeIntervalSince(time.now())))
+                case .until(let date): duration = .timer(until: date, now: time.now())
                 }
                 let sleep = time.sleep
                 let mailbox = self.mailbox

@@ -34,6 +34,20 @@ extension Duration {
 }
 
 extension Duration {
+    /// The wait until a stored deadline, to the nearest millisecond (never negative).
+    ///
+    /// A deadline is stored as a `Double` of seconds since 1970 and read back, and "now" is an
+    /// anchor date plus the clock's elapsed time: each step can move it by a fraction of a
+    /// microsecond. Unrounded, a retry due in 5 s could wait 5.0000001 s, which a real clock does
+    /// not notice and an injected clock advanced by exactly 5 s never reaches.
+    static func timer(until deadline: Date, now: Date) -> Duration {
+        // Clamped first (NaN or negative is zero, infinity the limit), then counted in whole
+        // milliseconds: an integer count, because 0.1 s as a Double is not exactly 100 ms.
+        let wait = Duration(timeInterval: deadline.timeIntervalSince(now))
+        let milliseconds = Double(wait.components.seconds) * 1_000 + Double(wait.components.attoseconds) / 1e15
+        return .milliseconds(Int64(milliseconds.rounded()))
+    }
+
     var nanoseconds: Int64 {
         components.seconds &* 1_000_000_000 &+ components.attoseconds / 1_000_000_000
     }
