@@ -61,9 +61,14 @@ check_warnings "$log" "Sanitizers ($mode)"
 echo "=== test-$short: built in $(( $(date +%s) - start ))s"
 
 status=0
+# Each run under a watchdog (Scripts/watchdog.sh): a hung test fails within TEST_MINUTES (default
+# 20) with every thread's backtrace, instead of holding CI. (Not line-buffered as in test-all:
+# stdbuf works by preloading a library, and AddressSanitizer's runtime must load first.)
+minutes="${TEST_MINUTES:-20}"
 run() {
     echo "=== test-$short: swift test $* ($(( $(date +%s) - start ))s elapsed)"
-    LD_PRELOAD="${preload:-}" swift test --package-path Sanitizers --scratch-path "$scratch" --sanitize="$mode" \
+    Scripts/watchdog.sh $((minutes * 60)) "test-$short: swift test $*" env LD_PRELOAD="${preload:-}" \
+        swift test --package-path Sanitizers --scratch-path "$scratch" --sanitize="$mode" \
         --skip-build "$@" 2>&1 | tee "$log" || status=1
 }
 for suite in "${suites[@]}"; do
