@@ -15,6 +15,8 @@ let package = Package(
         .package(path: "../AsyncPrimitives"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        // Property-based tests (random inputs with a replayable seed); the tests' only.
+        .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
     ],
     targets: [
         .target(
@@ -53,6 +55,7 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncPrimitivesTesting", package: "AsyncPrimitives"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
     ],
