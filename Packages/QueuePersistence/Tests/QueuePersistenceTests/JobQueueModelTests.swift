@@ -19,6 +19,16 @@ struct JobQueueModelTests {
         case sqlite
 
         var testDescription: String { rawValue }
+
+        /// A new persister of this kind on the storage in `directory`.
+        func persister(_ queueName: String, in directory: TemporaryDirectory) throws -> AnyJobPersister<CuteJob> {
+            switch self {
+            case .file:
+                AnyJobPersister(FileBasedPersister(handling: CuteJob.self, queueName: queueName, directory: directory.url))
+            case .sqlite:
+                AnyJobPersister(try SQLiteJobPersister(handling: CuteJob.self, queueName: queueName, path: directory.url.appendingPathComponent("jobs.sqlite").path))
+            }
+        }
     }
 
     /// A step: which operation (0 add, 1 remove, 2 cancel, 3 process, 4 restart) and a number
@@ -38,14 +48,7 @@ struct JobQueueModelTests {
     /// a way to store a job first in `JobPersister`, the seed's protocol.
     @Test(arguments: Kind.allCases) func aJobRetriedFirstIsStillFirstAfterARestart(_ kind: Kind) throws {
         let directory = try TemporaryDirectory()
-        func persister() throws -> AnyJobPersister<CuteJob> {
-            switch kind {
-            case .file:
-                AnyJobPersister(FileBasedPersister(handling: CuteJob.self, queueName: "retry", directory: directory.url))
-            case .sqlite:
-                AnyJobPersister(try SQLiteJobPersister(handling: CuteJob.self, queueName: "retry", path: directory.url.appendingPathComponent("jobs.sqlite").path))
-            }
-        }
+        func persister() throws -> AnyJobPersister<CuteJob> { try kind.persister("retry", in: directory) }
         let queue = try JobQueue(handling: CuteJob.self, name: "retry", persister: persister())
         try queue.enqueue([CuteJob(id: "a")])
         queue.retry(CuteJob(id: "r"))
@@ -58,14 +61,7 @@ struct JobQueueModelTests {
 
     static func check(_ steps: [(Int, Int)], _ kind: Kind) async throws {
         let directory = try TemporaryDirectory()
-        func persister() throws -> AnyJobPersister<CuteJob> {
-            switch kind {
-            case .file:
-                AnyJobPersister(FileBasedPersister(handling: CuteJob.self, queueName: "model", directory: directory.url))
-            case .sqlite:
-                AnyJobPersister(try SQLiteJobPersister(handling: CuteJob.self, queueName: "model", path: directory.url.appendingPathComponent("jobs.sqlite").path))
-            }
-        }
+        func persister() throws -> AnyJobPersister<CuteJob> { try kind.persister("model", in: directory) }
         let processed = EventCollector<String>()
         let processor = SucceedingProcessor()
         var queue = try JobQueue(handling: CuteJob.self, name: "model", persister: persister())

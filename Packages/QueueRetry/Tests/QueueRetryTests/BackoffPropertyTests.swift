@@ -59,24 +59,11 @@ struct BackoffPropertyTests {
         ) { initialMilliseconds, jitter, failures, seed in
             let backoff = Backoff(initial: .milliseconds(initialMilliseconds), maximum: .seconds(86_400), jitter: jitter)
             let full = backoff.delay(afterFailures: failures)
-            var random = SeededGenerator(state: seed)
+            var random = SeededRandom(state: seed)
             let delay = backoff.delay(afterFailures: failures, using: &random)
             #expect(delay <= full)
             // The floor, with a nanosecond of slack for the Double arithmetic of the jitter.
             #expect(delay >= full * (1 - jitter) - .nanoseconds(1))
         }
-    }
-}
-
-/// SplitMix64: a seeded generator, so that a jittered delay is reproducible.
-private struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
