@@ -3,6 +3,12 @@
 // SIGKILL and checks that every acknowledged job is stored intact, exactly once.
 //
 // Usage: QueuePersistenceCrashHelper file|sqlite <folder or database path> <run tag> <threads>
+//
+// With a fifth argument `file-size-fault` it runs the file-size fault instead (one thread): 20
+// jobs stored; then the file-size limit (RLIMIT_FSIZE, this process only) lowered to one byte, so
+// that every write past it fails with EFBIG as on a full disk, and 20 jobs tried, each printing
+// `E <id> <error>` when `persist` throws, and the first job deleted (`D <id>`, or `X <id> <error>`
+// when `delete` throws); then the limit raised again, 20 more jobs stored and the second deleted.
 import Dispatch
 import Foundation
 import QueueCore
@@ -43,8 +49,8 @@ func fail(_ message: String) -> Never {
 }
 
 let arguments = CommandLine.arguments
-guard arguments.count == 5, let threads = Int(arguments[4]) else {
-    fail("usage: QueuePersistenceCrashHelper file|sqlite PATH TAG THREADS")
+guard arguments.count == 5 || (arguments.count == 6 && arguments[5] == "file-size-fault"), let threads = Int(arguments[4]) else {
+    fail("usage: QueuePersistenceCrashHelper file|sqlite PATH TAG THREADS [file-size-fault]")
 }
 let location = arguments[2]
 let tag = arguments[3]
@@ -62,6 +68,61 @@ do {
     fail("open failed: \(error)")
 }
 say("READY")
+
+/// Stores jobs `range` one at a time, printing `P <id>` or `E <id> <error>` for each.
+func store(_ range: Range<Int>) {
+    for index in range {
+        let id = "\(tag)-\(index)"
+        let job = CrashJob(id: id, createdDate: Date(timeIntervalSinceReferenceDate: Double(index)), data: payload(for: id), action: "fault")
+        do {
+            try persister.persist([job])
+            say("P \(id)")
+        } catch {
+            say("E \(id) \(String(describing: error).replacingOccurrences(of: "\n", with: " "))")
+        }
+    }
+}
+
+#if canImport(Glibc)
+let fileSizeResource = __rlimit_resource_t(RLIMIT_FSIZE.rawValue)
+#else
+let fileSizeResource = RLIMIT_FSIZE
+#endif
+
+/// Deletes job `index` (stored before the fault), printing `D <id>` or `X <id> <error>`.
+func remove(_ index: Int) {
+    let id = "\(tag)-\(index)"
+    let job = CrashJob(id: id, createdDate: Date(timeIntervalSinceReferenceDate: Double(index)), data: payload(for: id), action: "fault")
+    do {
+        try persister.delete(job)
+        say("D \(id)")
+    } catch {
+        say("X \(id) \(String(describing: error).replacingOccurrences(of: "\n", with: " "))")
+    }
+}
+
+/// Sets the soft limit on the size of any file this process writes.
+func limitFileSize(to bytes: rlim_t) {
+    var limit = rlimit()
+    guard getrlimit(fileSizeResource, &limit) == 0 else { fail("getrlimit: \(errno)") }
+    limit.rlim_cur = min(bytes, limit.rlim_max)
+    guard setrlimit(fileSizeResource, &limit) == 0 else { fail("setrlimit: \(errno)") }
+}
+
+if arguments.count == 6 {
+    // A write past the limit raises SIGXFSZ, which kills by default: ignored, the write fails
+    // with EFBIG instead, which is what a full disk looks like to the persister (ENOSPC).
+    signal(SIGXFSZ, SIG_IGN)
+    store(0..<20)
+    limitFileSize(to: 1)
+    store(20..<40)
+    remove(0)  // a completion during the fault
+    limitFileSize(to: rlim_t.max)  // RLIM_INFINITY, clamped to the hard limit
+    store(40..<60)
+    remove(1)
+    say("DONE")
+    exit(0)
+}
 
 DispatchQueue.concurrentPerform(iterations: threads) { thread in
     for index in 0..<100_000 {

@@ -26,6 +26,44 @@ struct CrashTests {
         return index % 3 == 0
     }
 
+    /// A real write fault, not a mock: the helper process lowers its own file-size limit
+    /// (RLIMIT_FSIZE) to one byte, so that every write fails with EFBIG as on a full disk, and
+    /// raises it again. Each `persist` during the fault throws `writeFailed`; every job
+    /// acknowledged before and after it is stored intact and in order, none that failed
+    /// appears, no temporary file is left behind, and the persister works again by itself.
+    @Test(arguments: ["file", "sqlite"])
+    func aFullDiskFailsEachPersistWithATypedErrorAndLosesNothing(_ backend: String) async throws {
+        let directory = try TemporaryDirectory()
+        let location = backend == "sqlite" ? directory.file("fault.sqlite").path : directory.path
+        let (lines, status) = try await CrashHelperProcess.runFileSizeFault(backend: backend, location: location, tag: "f")
+        #expect(status == 0, "the helper exited with \(status): \(lines.suffix(3))")
+        #expect(lines.last == "DONE")
+        let acknowledged = lines.filter { $0.hasPrefix("P ") }.map { String($0.dropFirst(2)) }
+        let failed = lines.filter { $0.hasPrefix("E ") }
+        #expect(acknowledged == (0..<20).map { "f-\($0)" } + (40..<60).map { "f-\($0)" }, "stored before and after the fault")
+        #expect(failed.count == 20, "every persist during the fault failed")
+        for line in failed {
+            #expect(line.contains("writeFailed"), "a typed error: \(line)")
+        }
+
+        // A completion (a delete) during the fault: it succeeds (a file is unlinked without a
+        // write) or throws and the job stays; after the fault, deletes work again.
+        let deletedDuringFault = lines.contains("D f-0")
+        #expect(deletedDuringFault || lines.contains { $0.hasPrefix("X f-0 ") && $0.contains("writeFailed") }, "\(lines)")
+        #expect(lines.contains("D f-1"))
+        let stored = acknowledged.filter { $0 != "f-1" && ($0 != "f-0" || !deletedDuringFault) }
+
+        let loaded = try Self.open(backend, location).load()
+        #expect(loaded.map(\.id) == stored, "every acknowledged job, in order, and no other")
+        for job in loaded {
+            #expect(job.data == Data(String(repeating: job.id + ";", count: 8).utf8), "\(job.id) damaged")
+        }
+        if backend == "file" {
+            let leftovers = filesBelow(directory.url).filter { $0.contains(".tmp-") }
+            #expect(leftovers.isEmpty, "temporary files left by the failed writes: \(leftovers)")
+        }
+    }
+
     @Test(arguments: ["file", "sqlite"])
     func everyAcknowledgedJobSurvivesSIGKILLExactlyOnce(_ backend: String) async throws {
         let directory = try TemporaryDirectory()

@@ -102,4 +102,31 @@ enum CrashHelperProcess {
         }
         return (outcome, status)
     }
+
+    /// Runs the helper's file-size fault (`file-size-fault`) to its end and returns its lines
+    /// and exit status.
+    static func runFileSizeFault(backend: String, location: String, tag: String) async throws -> (lines: [String], status: Int32) {
+        let process = Process()
+        process.executableURL = try helperURL()
+        process.arguments = [backend, location, tag, "1", "file-size-fault"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let handle = output.fileHandleForReading
+        // Blocking reads and the wait on a thread of their own, as above.
+        return await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                var data = Data()
+                while true {
+                    let chunk = handle.availableData
+                    if chunk.isEmpty { break }
+                    data.append(chunk)
+                }
+                process.waitUntilExit()
+                let lines = String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+                continuation.resume(returning: (lines, process.terminationStatus))
+            }
+        }
+    }
 }
