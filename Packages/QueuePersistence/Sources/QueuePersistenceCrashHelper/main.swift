@@ -69,17 +69,27 @@ do {
 }
 say("READY")
 
+/// Job `index` of the file-size fault.
+func faultJob(_ index: Int) -> CrashJob {
+    let id = "\(tag)-\(index)"
+    return CrashJob(id: id, createdDate: Date(timeIntervalSinceReferenceDate: Double(index)), data: payload(for: id), action: "fault")
+}
+
+/// Runs `body` and prints `<done> <id>`, or `<failed> <id> <error>` on one line when it throws.
+func report(_ id: String, done: String, failed: String, _ body: () throws -> Void) {
+    do {
+        try body()
+        say("\(done) \(id)")
+    } catch {
+        say("\(failed) \(id) \(String(describing: error).replacingOccurrences(of: "\n", with: " "))")
+    }
+}
+
 /// Stores jobs `range` one at a time, printing `P <id>` or `E <id> <error>` for each.
 func store(_ range: Range<Int>) {
     for index in range {
-        let id = "\(tag)-\(index)"
-        let job = CrashJob(id: id, createdDate: Date(timeIntervalSinceReferenceDate: Double(index)), data: payload(for: id), action: "fault")
-        do {
-            try persister.persist([job])
-            say("P \(id)")
-        } catch {
-            say("E \(id) \(String(describing: error).replacingOccurrences(of: "\n", with: " "))")
-        }
+        let job = faultJob(index)
+        report(job.id, done: "P", failed: "E") { try persister.persist([job]) }
     }
 }
 
@@ -91,14 +101,8 @@ let fileSizeResource = RLIMIT_FSIZE
 
 /// Deletes job `index` (stored before the fault), printing `D <id>` or `X <id> <error>`.
 func remove(_ index: Int) {
-    let id = "\(tag)-\(index)"
-    let job = CrashJob(id: id, createdDate: Date(timeIntervalSinceReferenceDate: Double(index)), data: payload(for: id), action: "fault")
-    do {
-        try persister.delete(job)
-        say("D \(id)")
-    } catch {
-        say("X \(id) \(String(describing: error).replacingOccurrences(of: "\n", with: " "))")
-    }
+    let job = faultJob(index)
+    report(job.id, done: "D", failed: "X") { try persister.delete(job) }
 }
 
 /// Sets the soft limit on the size of any file this process writes.

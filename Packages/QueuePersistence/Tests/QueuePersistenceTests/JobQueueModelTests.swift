@@ -64,11 +64,16 @@ struct JobQueueModelTests {
         func persister() throws -> AnyJobPersister<CuteJob> { try kind.persister("model", in: directory) }
         let processed = EventCollector<String>()
         let processor = SucceedingProcessor()
-        var queue = try JobQueue(handling: CuteJob.self, name: "model", persister: persister())
-        queue.processor = AnyJobProcessor(processor)
-        var token = queue.observe { _, jobs, event in
-            if event == .processed { jobs.forEach { processed.record($0.id) } }
+        /// A queue on the storage (what it holds is loaded), with the processor and an observer.
+        func open() throws -> (JobQueue<CuteJob>, JobQueueNotificationToken<CuteJob>) {
+            let queue = try JobQueue(handling: CuteJob.self, name: "model", persister: persister())
+            queue.processor = AnyJobProcessor(processor)
+            let token = queue.observe { _, jobs, event in
+                if event == .processed { jobs.forEach { processed.record($0.id) } }
+            }
+            return (queue, token)
         }
+        var (queue, token) = try open()
         var model: [String] = []
         var made = 0
         var processedSoFar = 0
@@ -99,11 +104,7 @@ struct JobQueueModelTests {
                 model = []
             default:
                 token.invalidate()
-                queue = try JobQueue(handling: CuteJob.self, name: "model", persister: persister())
-                queue.processor = AnyJobProcessor(processor)
-                token = queue.observe { _, jobs, event in
-                    if event == .processed { jobs.forEach { processed.record($0.id) } }
-                }
+                (queue, token) = try open()
             }
             #expect(queue.count == model.count, "after step \(operation)/\(pick): \(model)")
             #expect(queue.peek()?.id == model.first)

@@ -43,25 +43,16 @@ enum CrashHelperProcess {
         throw HelperNotFound(searched: folders.map(\.path))
     }
 
-    /// Starts the helper, waits for `acknowledgements` printed `P` lines, kills it with
-    /// SIGKILL, and returns every acknowledgement it printed before it died.
-    static func runAndKill(
-        backend: String,
-        location: String,
-        tag: String,
-        threads: Int,
-        acknowledgements: Int
-    ) async throws -> (outcome: Outcome, status: Int32) {
+    /// Starts the helper with `arguments`; its stdout lines arrive on the returned stream.
+    private static func launch(_ arguments: [String]) throws -> (process: Process, lines: AsyncStream<String>) {
         let process = Process()
         process.executableURL = try helperURL()
-        process.arguments = [backend, location, tag, String(threads)]
+        process.arguments = arguments
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
-
         let (lines, linesContinuation) = AsyncStream.makeStream(of: String.self)
         try process.run()
-        let pid = process.processIdentifier
         // Blocking reads on a thread of its own until EOF. Foundation's `readabilityHandler`
         // on Linux was seen to drop the EOF of a killed child, leaving this test waiting forever.
         let handle = output.fileHandleForReading
@@ -78,7 +69,31 @@ enum CrashHelperProcess {
             }
             linesContinuation.finish()
         }
+        return (process, lines)
+    }
 
+    /// The helper's exit status, once it has exited.
+    private static func exitStatus(of process: Process) async -> Int32 {
+        // `waitUntilExit()`, as TaskBroker's crash harness does, rather than a `terminationHandler`.
+        await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
+            DispatchQueue.global().async {
+                process.waitUntilExit()
+                continuation.resume(returning: process.terminationStatus)
+            }
+        }
+    }
+
+    /// Starts the helper, waits for `acknowledgements` printed `P` lines, kills it with
+    /// SIGKILL, and returns every acknowledgement it printed before it died.
+    static func runAndKill(
+        backend: String,
+        location: String,
+        tag: String,
+        threads: Int,
+        acknowledgements: Int
+    ) async throws -> (outcome: Outcome, status: Int32) {
+        let (process, lines) = try launch([backend, location, tag, String(threads)])
+        let pid = process.processIdentifier
         var outcome = Outcome()
         var killed = false
         for await line in lines {
@@ -93,40 +108,17 @@ enum CrashHelperProcess {
             }
         }
         if !killed { kill(pid, SIGKILL) }
-        // `waitUntilExit()`, as TaskBroker's crash harness does, rather than a `terminationHandler`.
-        let status = await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
-            DispatchQueue.global().async {
-                process.waitUntilExit()
-                continuation.resume(returning: process.terminationStatus)
-            }
-        }
-        return (outcome, status)
+        return (outcome, await exitStatus(of: process))
     }
 
     /// Runs the helper's file-size fault (`file-size-fault`) to its end and returns its lines
     /// and exit status.
     static func runFileSizeFault(backend: String, location: String, tag: String) async throws -> (lines: [String], status: Int32) {
-        let process = Process()
-        process.executableURL = try helperURL()
-        process.arguments = [backend, location, tag, "1", "file-size-fault"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let handle = output.fileHandleForReading
-        // Blocking reads and the wait on a thread of their own, as above.
-        return await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                var data = Data()
-                while true {
-                    let chunk = handle.availableData
-                    if chunk.isEmpty { break }
-                    data.append(chunk)
-                }
-                process.waitUntilExit()
-                let lines = String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
-                continuation.resume(returning: (lines, process.terminationStatus))
-            }
+        let (process, stream) = try launch([backend, location, tag, "1", "file-size-fault"])
+        var lines: [String] = []
+        for await line in stream {
+            lines.append(line)
         }
+        return (lines, await exitStatus(of: process))
     }
 }
