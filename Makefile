@@ -1,7 +1,8 @@
 # QueueKit: `make demo` runs the end-to-end demo; `make test-all` runs every test.
 FUZZ_SECONDS ?= 30
 FUZZER ?=
-.PHONY: all setup demo demo-cluster test-all test test-tsan test-asan fuzz lint bench versions release-check docs clean
+DURATION ?= 600
+.PHONY: all setup demo demo-cluster test-all test test-tsan test-asan fuzz soak lint bench versions release-check docs clean
 
 all: test-all
 
@@ -38,6 +39,12 @@ test-asan:
 fuzz:
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZER=$(FUZZER) Scripts/fuzz.sh
 
+# The demo's workload for DURATION seconds (default 600) with random SIGKILLs of the worker, then
+# checks that nothing was lost, doubled or reordered and that memory and descriptors did not grow.
+# `make soak SOAK_DATABASE=postgres` runs it on a throwaway PostgreSQL with 3 workers.
+soak: setup
+	@DURATION=$(DURATION) Scripts/soak.sh
+
 lint:
 	@Scripts/lint.sh
 
@@ -60,4 +67,4 @@ release-check: setup
 	@Scripts/release-check.sh
 
 clean:
-	rm -rf Packages/*/.build Packages/*/Benchmarks/.build Integration/.build Sanitizers/.build* Fuzz/.build Fuzz/.corpus Fuzz/.artifacts
+	rm -rf Packages/*/.build Packages/*/Benchmarks/.build Benchmarks/.build Integration/.build Sanitizers/.build* Fuzz/.build Fuzz/.corpus Fuzz/.artifacts
