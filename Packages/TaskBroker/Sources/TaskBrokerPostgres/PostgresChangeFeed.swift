@@ -96,7 +96,7 @@ enum PostgresChangeFeed {
                     break
                 }
                 if !Task.isCancelled {
-                    logger.warning("the change feed's connection to \(storage.configuration.endpoint) dropped: \(error); reconnecting")
+                    logger.warning("the change feed's connection to \(storage.configuration.endpoint) dropped: \(PostgresErrors.reason(error)); reconnecting")
                 }
             }
             try? await connection.close()

@@ -32,18 +32,19 @@ enum PostgresErrors {
 
     /// A storage operation failed once connected.
     static func storageFailed(_ what: String, _ error: any Error, _ configuration: TaskDatabase.PostgresConfiguration) -> TaskBrokerError {
-        var detail = ""
-        if let error = error as? PSQLError {
-            if let message = error.serverInfo?[.message] {
-                detail = ": \(message)"
-            } else {
-                detail = ": \(error.code)"
-            }
-        }
+        let detail = error is PSQLError ? ": \(reason(error))" : ""
         return TaskBrokerError(
             code: .storageFailed,
             message: "Could not \(what) in PostgreSQL at \(configuration.endpoint)\(detail); the operation was not applied.",
             underlying: error
         )
+    }
+
+    /// What went wrong, for a log line: the server's message (`terminating connection due to
+    /// administrator command`) or postgres-nio's error code (`serverClosedConnection`), since a
+    /// `PSQLError`'s own description is a generic sentence that names neither.
+    static func reason(_ error: any Error) -> String {
+        guard let error = error as? PSQLError else { return "\(error)" }
+        return error.serverInfo?[.message] ?? "\(error.code)"
     }
 }

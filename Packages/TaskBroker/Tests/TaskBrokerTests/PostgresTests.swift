@@ -200,7 +200,7 @@ struct PostgresTests {
 /// The server restarts under a running broker. Its own suite, run by `make test-all` in a `swift
 /// test` of its own (`--filter PostgresRestartTests`): a restart drops every connection to the
 /// server, those of tests running beside it too.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.serialized, .timeLimit(.minutes(1)))
 struct PostgresRestartTests {
     @Test func aServerRestartMidRunLosesNothingAndTheBrokerGoesOn() async throws {
         let restart = try PostgresTestServer.restartCommand()
@@ -218,19 +218,78 @@ struct PostgresRestartTests {
         _ = await handler.handled.values(count: 20)
         try await PostgresTestServer.run(restart)
         // The pool and the change feed reconnect; a save may fail while the server comes back.
-        var saved = false
-        for _ in 0..<100 where !saved {
-            do {
-                try await database.save((0..<20).map { TestAction(key: "after\($0)", queueName: "h-q\($0 % 4)") })
-                saved = true
-            } catch {
-                try await Task.sleep(for: .milliseconds(100))
-            }
-        }
+        let saved = try await Self.save((0..<20).map { TestAction(key: "after\($0)", queueName: "h-q\($0 % 4)") }, to: database)
         #expect(saved, "the database takes saves again after the restart")
         let handled = await handler.handled.values(count: 40)
         #expect(Set(handled).count == 40, "every action ran")
         await broker.shutdown()
         #expect(try await database.snapshot().isEmpty)
+    }
+
+    @Test func droppedConnectionsMidRunLoseNothingAndTheBrokerListensAgain() async throws {
+        let store = try TestStore(.postgres)
+        let database = try await store.open()
+        let handler = RecordingHandler<TestAction>()
+        let broker = try await TaskQueueBroker.setup(
+            database: database, name: "h", handler: handler,
+            configuration: .init(
+                logger: store.logger ?? .init(label: "quiet", factory: { _ in SwiftLogNoOpLogHandler() }),
+                storageRetryBackoff: .init(initial: .milliseconds(50), maximum: .milliseconds(500))
+            )
+        )
+        try await database.save((0..<20).map { TestAction(key: "before\($0)", queueName: "h-q\($0 % 4)") })
+        _ = await handler.handled.values(count: 20)
+        // Another process's pool: the broker hears of its saves only through NOTIFY (or the
+        // catch-up read after its listening connection comes back).
+        let other = try await store.open()
+        // The server stays up and drops every connection to the database but the one asking: the
+        // broker's pool, its listening connection and `other`'s pool (pg_terminate_backend, as an
+        // administrator or a failover proxy does).
+        let dropped = try await other.write { tx -> Int in
+            var count = 0
+            let sql = """
+                SELECT count(pg_terminate_backend(pid))::int8 FROM pg_stat_activity
+                WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+                """
+            for try await value in try await tx.query(PostgresQuery(unsafeSQL: sql)).decode(Int.self) {
+                count = value
+            }
+            return count
+        }
+        #expect(dropped >= 2, "the broker's pool and its listening connection were dropped")
+        let saved = try await Self.save((0..<20).map { TestAction(key: "after\($0)", queueName: "h-q\($0 % 4)") }, to: other)
+        #expect(saved, "the pool reconnects and takes saves again")
+        _ = await handler.handled.values(count: 40)
+        // By now the broker has listened again (it reads the queues after it does): a save from the
+        // other pool starts without any read of the broker's own.
+        try await other.save((0..<8).map { TestAction(key: "later\($0)", queueName: "h-q\($0 % 4)") })
+        let handled = await handler.handled.values(count: 48)
+        #expect(Set(handled).count == 48, "every action ran")
+        // Each queue ran its actions in the order they were saved (a re-run repeats a key in place).
+        for queue in 0..<4 {
+            let saved = ["before", "after"].flatMap { batch in stride(from: queue, to: 20, by: 4).map { "\(batch)\($0)" } }
+                + stride(from: queue, to: 8, by: 4).map { "later\($0)" }
+            var ran: [String] = []
+            for key in handled where saved.contains(key) && ran.last != key {
+                ran.append(key)
+            }
+            #expect(ran == saved, "queue h-q\(queue)")
+        }
+        await broker.shutdown()
+        #expect(try await database.snapshot().isEmpty)
+    }
+
+    /// Saves `actions`, trying again every 100 ms for 10 s while the connections come back.
+    /// - Returns: Whether a save went through.
+    private static func save(_ actions: [TestAction], to database: TaskDatabase) async throws -> Bool {
+        for _ in 0..<100 {
+            do {
+                try await database.save(actions)
+                return true
+            } catch {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        return false
     }
 }
