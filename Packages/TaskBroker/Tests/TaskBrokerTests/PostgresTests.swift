@@ -197,9 +197,9 @@ struct PostgresTests {
 
 }
 
-/// The server restarts under a running broker. Its own suite, run by `make test-all` in a `swift
-/// test` of its own (`--filter PostgresRestartTests`): a restart drops every connection to the
-/// server, those of tests running beside it too.
+/// The server restarts, or drops every connection, under a running broker. Its own suite, run by
+/// `make test-all` in a `swift test` of its own (`--filter PostgresRestartTests`), one test at a
+/// time: each drops every connection to the server, those of tests running beside it too.
 @Suite(.serialized, .timeLimit(.minutes(1)))
 struct PostgresRestartTests {
     @Test func aServerRestartMidRunLosesNothingAndTheBrokerGoesOn() async throws {
