@@ -60,9 +60,10 @@ struct ClusterTrace: Sendable {
         lines.filter { $0.worker == worker && !$0.isStart && $0.outcome != "retry" }.count
     }
 
-    /// Attempts that started more than once, and the runs of those that the kill does not explain
-    /// (at-least-once allows only runs the killed worker began before it died).
-    func reRuns(killed: Int, at killTime: UInt64) -> (total: Int, unexplained: [String]) {
+    /// Attempts that started more than once, and the runs of those that the kills do not explain
+    /// (at-least-once allows only runs that a killed worker began before it died). `kills` maps
+    /// each killed worker (a trace file) to the time of its kill.
+    func reRuns(kills: [Int: UInt64]) -> (total: Int, unexplained: [String]) {
         var starts: [String: [Line]] = [:]
         for line in lines where line.isStart {
             starts["\(line.key) \(line.attempt)", default: []].append(line)
@@ -71,12 +72,17 @@ struct ClusterTrace: Sendable {
         var unexplained: [String] = []
         for (attempt, runs) in starts.sorted(by: { $0.key < $1.key }) where runs.count > 1 {
             total += runs.count - 1
-            // Every run but the last must have been cut short by the kill.
-            for run in runs.dropLast() where run.worker != killed || run.time > killTime {
-                unexplained.append("\(attempt) ran again after a run on worker \(run.worker + 1) that the kill did not cut short")
+            // Every run but the last must have been cut short by a kill.
+            for run in runs.dropLast() where !Self.cutShort(run, by: kills) {
+                unexplained.append("\(attempt) ran again after a run on worker \(run.worker + 1) that no kill cut short")
             }
         }
         return (total, unexplained)
+    }
+
+    /// Whether `run` began on a worker that was killed later.
+    private static func cutShort(_ run: Line, by kills: [Int: UInt64]) -> Bool {
+        kills[run.worker].map { run.time <= $0 } ?? false
     }
 
     /// The queues whose last event before the kill was the killed worker's, with the time until
@@ -100,13 +106,13 @@ struct ClusterTrace: Sendable {
     }
 
     /// Each moment an action of a queue started while another of the same queue was running
-    /// anywhere. A run the kill cut short counts as running until the kill.
-    func overlaps(killed: Int, at killTime: UInt64) -> [String] {
+    /// anywhere. A run a kill cut short counts as running until that kill.
+    func overlaps(kills: [Int: UInt64]) -> [String] {
         var running: [String: Line] = [:]
         var found: [String] = []
         for line in lines {
             if line.isStart {
-                if let other = running[line.queue], !(other.worker == killed && line.time > killTime) {
+                if let other = running[line.queue], !(kills[other.worker].map { line.time > $0 } ?? false) {
                     found.append("\(line.queue): \(line.key) started on worker \(line.worker + 1) while \(other.key) ran on worker \(other.worker + 1)")
                 }
                 running[line.queue] = line
@@ -120,10 +126,19 @@ struct ClusterTrace: Sendable {
     /// Each start of an action before every action enqueued ahead of it in its queue was done
     /// (uploaded or dead-lettered). Keys of one queue sort in the order they were enqueued (the
     /// demo's keys do).
-    func outOfOrder() -> [String] {
+    ///
+    /// `deadLettered` are the keys the store holds as dead letters: a worker killed after it moved
+    /// an upload to its dead-letter queue and before it wrote the attempt's end leaves no end line,
+    /// so such a key counts as done at its last start (the overlap check covers the rest of its
+    /// run).
+    func outOfOrder(deadLettered: Set<String> = []) -> [String] {
         var keys: [String: [String]] = [:]
+        var ended = Set<String>()
+        var lastStart: [String: UInt64] = [:]
         for line in lines {
             keys[line.queue, default: []].append(line.key)
+            if !line.isStart, line.outcome != "retry" { ended.insert(line.key) }
+            if line.isStart, deadLettered.contains(line.key) { lastStart[line.key] = line.time }
         }
         var position: [String: [String: Int]] = [:]
         for (queue, queueKeys) in keys {
@@ -135,11 +150,11 @@ struct ClusterTrace: Sendable {
         var found: [String] = []
         for line in lines {
             guard let index = position[line.queue]?[line.key] else { continue }
-            if line.isStart {
-                if index > firstUndone[line.queue, default: 0] {
-                    found.append("\(line.queue): \(line.key) started on worker \(line.worker + 1) before an earlier action was done")
-                }
-            } else if line.outcome != "retry" {
+            if line.isStart, index > firstUndone[line.queue, default: 0] {
+                found.append("\(line.queue): \(line.key) started on worker \(line.worker + 1) before an earlier action was done")
+            }
+            let deadWithoutEnd = line.isStart && !ended.contains(line.key) && lastStart[line.key] == line.time
+            if (!line.isStart && line.outcome != "retry") || deadWithoutEnd {
                 done[line.queue, default: []].insert(index)
                 var next = firstUndone[line.queue, default: 0]
                 while done[line.queue, default: []].contains(next) { next += 1 }

@@ -71,17 +71,21 @@ struct Work: AsyncParsableCommand {
     ))
     var traceFile: String?
 
+    @Flag(help: "Keep running when no upload is left, taking those that other processes enqueue, until SIGINT or SIGTERM.")
+    var watch = false
+
     func run() async throws {
         let store = try await options.open(create: false)
         let settings = work.settings(maxAttempts: work.maxAttempts)
         let trace = try traceFile.map { path throws(QueuekitError) in try TraceLog(path: path) }
         let report = try await Runner.run(
-            store: store, settings: settings, concurrency: work.concurrency, title: "work", trace: trace
+            store: store, settings: settings, concurrency: work.concurrency, title: "work", trace: trace, watch: watch
         )
         let c = report.counts
         say("handled \(c.handled): \(c.uploaded) uploaded, \(c.deadLettered) dead-lettered, \(c.retries) retries"
-            + (report.interrupted ? " (interrupted; run again to continue)" : ""))
-        if report.interrupted { throw ExitCode(130) }
+            + (report.interrupted && !watch ? " (interrupted; run again to continue)" : ""))
+        // A signal is how a watching worker is meant to stop.
+        if report.interrupted, !watch { throw ExitCode(130) }
     }
 }
 

@@ -54,7 +54,7 @@ struct DemoCluster: AsyncParsableCommand {
 
         let clock = ContinuousClock()
         let start = clock.now
-        let pool = try WorkerPool(count: workers, folder: folder, arguments: workerArguments())
+        let pool = try WorkerPool(count: workers, folder: folder, arguments: work.workerArguments(database: options.database))
         say("started \(workers) workers (pids \(pool.pids.map(String.init).joined(separator: ", "))); one is killed at \(Int(killAt * 100))%")
         let printer = ProgressPrinter(title: "cluster")
         var kill: (worker: Int, time: UInt64, done: Int)?
@@ -69,8 +69,7 @@ struct DemoCluster: AsyncParsableCommand {
             )
             if kill == nil, Double(done) >= killAt * Double(workload.total) {
                 let victim = workers / 2
-                let time = TraceLog.now()
-                pool.sigkill(victim)
+                let time = await pool.sigkill(victim)
                 kill = (victim, time, done)
                 printer.finishLine()
                 printer.note("killed worker \(victim + 1) (pid \(pool.pids[victim])) with SIGKILL at \(grouped(done)) of \(grouped(workload.total)) uploads")
@@ -83,7 +82,7 @@ struct DemoCluster: AsyncParsableCommand {
             printer.note("worker \(failure.worker + 1) failed (\(failure.reason)); its output: \(failure.log)")
         }
         let trace = ClusterTrace(texts: pool.traces())
-        let rows = try await report(trace: trace, kill: kill, pool: pool)
+        let rows = report(trace: trace, kill: kill, pool: pool, deadLettered: try await store.deadLetterKeys())
         let outcomes = trace.outcomes()
         let report = RunReport(
             counts: RunProgress.Counts(
@@ -98,20 +97,10 @@ struct DemoCluster: AsyncParsableCommand {
         }
     }
 
-    /// The arguments of each `queuekit work` process.
-    private func workerArguments() -> [String] {
-        [
-            "work", "--database", options.database,
-            "--max-attempts", String(work.maxAttempts), "--backoff-ms", String(work.backoffMs),
-            "--max-backoff-ms", String(work.maxBackoffMs), "--work-ms", String(work.workMs),
-            "--concurrency", String(work.concurrency),
-        ]
-    }
-
     /// The summary's cluster rows, and whether every check passed.
     private func report(
-        trace: ClusterTrace, kill: (worker: Int, time: UInt64, done: Int)?, pool: WorkerPool
-    ) async throws -> (table: [(String, String)], passed: Bool) {
+        trace: ClusterTrace, kill: (worker: Int, time: UInt64, done: Int)?, pool: WorkerPool, deadLettered: Set<String>
+    ) -> (table: [(String, String)], passed: Bool) {
         var rows: [(String, String)] = []
         let handled = (0..<workers).map { worker in
             "\(worker + 1): \(grouped(trace.handled(by: worker)))\(worker == kill?.worker ? " (killed)" : "")"
@@ -122,9 +111,9 @@ struct DemoCluster: AsyncParsableCommand {
             return (rows, false)
         }
         let takeovers = trace.takeovers(killed: kill.worker, at: kill.time)
-        let reRuns = trace.reRuns(killed: kill.worker, at: kill.time)
-        let overlaps = trace.overlaps(killed: kill.worker, at: kill.time)
-        let outOfOrder = trace.outOfOrder()
+        let reRuns = trace.reRuns(kills: [kill.worker: kill.time])
+        let overlaps = trace.overlaps(kills: [kill.worker: kill.time])
+        let outOfOrder = trace.outOfOrder(deadLettered: deadLettered)
         let lease = leaseDescription()
         rows.append(("killed", "worker \(kill.worker + 1) (pid \(pool.pids[kill.worker])), SIGKILL at \(grouped(kill.done)) uploads done"))
         if takeovers.isEmpty {
@@ -165,27 +154,14 @@ final class WorkerPool: Sendable {
 
     /// Starts `count` copies of this executable with `arguments` plus a trace file each.
     init(count: Int, folder: URL, arguments: [String]) throws {
-        guard let executable = Bundle.main.executableURL else {
-            throw QueuekitError("cannot find the queuekit executable to start workers.")
-        }
         var processes: [Process] = []
         var traceFiles: [URL] = []
         var logFiles: [URL] = []
         for worker in 0..<count {
-            let trace = folder.appendingPathComponent("worker-\(worker + 1).trace")
-            let log = folder.appendingPathComponent("worker-\(worker + 1).log")
-            _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-            let output = try FileHandle(forWritingTo: log)
-            let process = Process()
-            process.executableURL = executable
-            process.arguments = arguments + ["--trace-file", trace.path]
-            process.standardInput = FileHandle.nullDevice
-            process.standardOutput = output
-            process.standardError = output
-            try process.run()
-            processes.append(process)
-            traceFiles.append(trace)
-            logFiles.append(log)
+            let process = try WorkerProcess.launch(arguments: arguments, folder: folder, name: "worker-\(worker + 1)")
+            processes.append(process.process)
+            traceFiles.append(process.trace)
+            logFiles.append(process.log)
         }
         self.processes = processes
         self.traceFiles = traceFiles
@@ -196,9 +172,14 @@ final class WorkerPool: Sendable {
     /// Whether any worker still runs.
     var isRunning: Bool { processes.contains(where: \.isRunning) }
 
-    /// Kills a worker with SIGKILL: no clean-up, its leases simply stop being renewed.
-    func sigkill(_ worker: Int) {
+    /// Kills a worker with SIGKILL (no clean-up: its leases simply stop being renewed) and waits
+    /// until it is gone.
+    /// - Returns: The time it was seen dead (`TraceLog.now()`). Not the time of `kill`: the signal
+    ///   lands a moment later, and a run the worker began in that moment was still cut short by it.
+    func sigkill(_ worker: Int) async -> UInt64 {
         kill(pids[worker], SIGKILL)
+        await WorkerProcess.waitForExit(processes[worker])
+        return TraceLog.now()
     }
 
     /// Workers that ended other than by a clean exit or the SIGKILL of `sigkill(_:)`.
@@ -207,14 +188,59 @@ final class WorkerPool: Sendable {
             guard !process.isRunning else { return nil }
             if process.terminationReason == .uncaughtSignal, process.terminationStatus == SIGKILL { return nil }
             guard process.terminationStatus != 0 else { return nil }
-            let log = (try? String(contentsOf: logFiles[worker], encoding: .utf8)) ?? ""
-            let lastLines = log.split(separator: "\n").suffix(3).joined(separator: " / ")
-            return (worker, "exit status \(process.terminationStatus)", lastLines)
+            return (worker, "exit status \(process.terminationStatus)", WorkerProcess.lastLines(of: logFiles[worker]))
         }
     }
 
     /// The text of each worker's trace file.
     func traces() -> [String] {
-        traceFiles.map { (try? String(contentsOf: $0, encoding: .utf8)) ?? "" }
+        traceFiles.map(WorkerProcess.text(of:))
+    }
+}
+
+/// One `queuekit work` process started by this one, writing its trace and its output to files.
+struct WorkerProcess: Sendable {
+    var process: Process
+    var trace: URL
+    var log: URL
+
+    /// Starts this executable with `arguments` plus `--trace-file FOLDER/NAME.trace`, its output
+    /// going to `FOLDER/NAME.log`.
+    static func launch(arguments: [String], folder: URL, name: String) throws -> WorkerProcess {
+        guard let executable = Bundle.main.executableURL else {
+            throw QueuekitError("cannot find the queuekit executable to start workers.")
+        }
+        let trace = folder.appendingPathComponent("\(name).trace")
+        let log = folder.appendingPathComponent("\(name).log")
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        let output = try FileHandle(forWritingTo: log)
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments + ["--trace-file", trace.path]
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = output
+        process.standardError = output
+        // The child has its own copy of the descriptor; this process's copy would leak one
+        // descriptor per worker started (the soak starts hundreds).
+        defer { try? output.close() }
+        try process.run()
+        return WorkerProcess(process: process, trace: trace, log: log)
+    }
+
+    /// Returns once `process` has exited.
+    static func waitForExit(_ process: Process) async {
+        while process.isRunning {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    /// A file's text; empty when it cannot be read.
+    static func text(of file: URL) -> String {
+        (try? String(contentsOf: file, encoding: .utf8)) ?? ""
+    }
+
+    /// The last three lines of a log, joined by " / ".
+    static func lastLines(of log: URL) -> String {
+        text(of: log).split(separator: "\n").suffix(3).joined(separator: " / ")
     }
 }

@@ -13,7 +13,7 @@ struct Queuekit: AsyncParsableCommand {
             Uploads of user U run in order on the queue uploads-U; an upload that fails \
             --max-attempts times moves to deadletter-U.
             """,
-        subcommands: [Demo.self, DemoCluster.self, Enqueue.self, Work.self, List.self, Stats.self, Retry.self, Purge.self]
+        subcommands: [Demo.self, DemoCluster.self, Soak.self, Enqueue.self, Work.self, List.self, Stats.self, Retry.self, Purge.self]
     )
 }
 

@@ -16,19 +16,22 @@ struct RunReport: Sendable {
 }
 
 /// Runs the upload broker over a store until no live action is left in it (this process or other
-/// workers handled them), or until SIGINT/SIGTERM, printing progress as it goes.
+/// workers handled them), or until SIGINT/SIGTERM, printing progress as it goes. With `watch`,
+/// it keeps running when the store is empty, taking what other processes enqueue, until
+/// SIGINT/SIGTERM.
 enum Runner {
     /// How often a worker looks at the store while it waits for its own actions: other workers
     /// of a shared database may handle the last of them.
     static let storeCheckInterval: Duration = .seconds(1)
 
     static func run(
-        store: Store, settings: HandlerSettings, concurrency: Int, title: String, trace: TraceLog? = nil
+        store: Store, settings: HandlerSettings, concurrency: Int, title: String, trace: TraceLog? = nil,
+        watch: Bool = false
     ) async throws -> RunReport {
         // What is there to do: every live action stored now.
         let target = try await store.queues().filter { QueueNames.isLive($0.name) }.reduce(0) { $0 + $1.pending }
         let progress = RunProgress(target: target)
-        guard target > 0 else {
+        guard target > 0 || watch else {
             return RunReport(counts: progress.counts, elapsed: .zero, interrupted: false)
         }
         let handler = UploadHandler(settings: settings, backend: store.backend, progress: progress, trace: trace)
@@ -44,6 +47,10 @@ enum Runner {
         let printer = ProgressPrinter(title: title)
         let interrupted = await withTaskGroup(of: Bool.self) { group -> Bool in
             group.addTask {
+                // Watching: only a signal ends the run.
+                while watch, !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(3600))
+                }
                 while !Task.isCancelled {
                     // This run's own actions first, then each outcome of the last ones; and the
                     // store every second meanwhile, since other workers may handle them.

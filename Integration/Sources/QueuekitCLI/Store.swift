@@ -58,6 +58,15 @@ struct Store: Sendable {
         try await run("read queue \(queue)") { try await database.storage.tasks(inQueue: queue) }
     }
 
+    /// The keys of every stored dead letter.
+    func deadLetterKeys() async throws -> Set<String> {
+        var keys = Set<String>()
+        for queue in try await queues() where queue.isDeadLetter {
+            keys.formUnion(try await tasks(in: queue.name).map(\.key))
+        }
+        return keys
+    }
+
     /// Decodes a stored upload.
     static func upload(from task: StoredTask) -> UploadAction? {
         try? JSONDecoder().decode(UploadAction.self, from: task.payload)

@@ -43,4 +43,14 @@ struct WorkOptions: ParsableArguments {
             averageWork: .microseconds(Int64(workMs * 1000))
         )
     }
+
+    /// The arguments of a `queuekit work` process with these options on `database`.
+    func workerArguments(database: String) -> [String] {
+        [
+            "work", "--database", database,
+            "--max-attempts", String(maxAttempts), "--backoff-ms", String(backoffMs),
+            "--max-backoff-ms", String(maxBackoffMs), "--work-ms", String(workMs),
+            "--concurrency", String(concurrency),
+        ]
+    }
 }

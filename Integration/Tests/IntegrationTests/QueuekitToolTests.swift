@@ -84,6 +84,26 @@ struct QueuekitToolTests {
         #expect(stats.stdout.contains("total: 0 queue(s), 0 pending"), "\(stats.stdout)")
     }
 
+    @Test func aWatchingWorkerKeepsTakingWhatOtherProcessesEnqueueUntilSIGINT() async throws {
+        let folder = try TemporaryDirectory()
+        let db = ["--database", "sqlite:\(folder.path("q.sqlite"))"]
+        let tool = QueuekitBinary.self
+        let first = try await tool.run(["enqueue", "--queue", "alice", "--key-prefix", "alice"] + db, in: folder.url)
+        #expect(first.status == 0, "\(first.stderr)")
+        let worker = try RunningTool(["work", "--watch", "--work-ms", "0"] + db, in: folder.url)
+        await worker.output(containing: "done 1 |")
+        // The store is empty now, and the worker still runs: it takes what another process enqueues.
+        let more = try await tool.run(["enqueue", "--queue", "bob", "--count", "5", "--key-prefix", "bob"] + db, in: folder.url)
+        #expect(more.status == 0, "\(more.stderr)")
+        await worker.output(containing: "done 6 |")
+        worker.interrupt()
+        let run = await worker.finish()
+        // A signal is how a watching worker stops: not an interruption to resume.
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("handled 6: 6 uploaded, 0 dead-lettered"), "\(run.stdout)")
+        #expect(!run.stdout.contains("run again"), "\(run.stdout)")
+    }
+
     @Test(arguments: ToolBackend.allCases)
     func demoRunsToItsSummaryAndASecondRunEnqueuesNothingAgain(backend: ToolBackend) async throws {
         let folder = try TemporaryDirectory()
