@@ -31,6 +31,7 @@ let package = Package(
             dependencies: [
                 .product(name: "QueuePersistence", package: "QueuePersistence"),
                 .product(name: "QueueCore", package: "QueueCore"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         .executableTarget(

@@ -41,6 +41,8 @@ let package = Package(
             dependencies: [
                 "QueuePersistence",
                 .product(name: "QueueCore", package: "QueueCore"),
+                // `lock PATH`: holds SQLite's write lock for the held-lock test.
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         .testTarget(

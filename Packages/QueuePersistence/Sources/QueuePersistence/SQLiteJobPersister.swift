@@ -117,9 +117,16 @@ public final class SQLiteJobPersister<JobType: QueueJob>: JobPersister, Sendable
 
     /// Deletes the stored copy of `job`, durably; a job that is not stored is ignored.
     /// - Parameter job: The job to delete (matched by `id`).
-    /// - Throws: ``PersistenceError`` (`.writeFailed`, `.corruptDatabase`).
+    /// - Throws: ``PersistenceError`` (`.deleteFailed`, `.corruptDatabase`); then the job stays stored.
     public func delete(_ job: JobType) throws {
-        try store.submit(.delete(queue: queueName, id: job.id))
+        do {
+            try store.submit(.delete(queue: queueName, id: job.id))
+        } catch {
+            guard error.code == .writeFailed else { throw error }
+            // The commit failed (a full disk, another process's write lock): for a delete that is
+            // `.deleteFailed`, as from FileBasedPersister.
+            throw PersistenceError(code: .deleteFailed, message: error.message, path: error.path, jobID: job.id, underlying: error.underlying)
+        }
     }
 
     /// Returns every stored job of this queue in the order it was first persisted.

@@ -1,3 +1,6 @@
+// `QueuePersistenceCrashHelper lock <database path>` holds SQLite's write lock (BEGIN EXCLUSIVE)
+// until a line arrives on stdin: stdout "locked", then "released".
+//
 // Adds jobs through a persister until it is killed, printing `P <id>` once `persist` has
 // returned for a job and `D <id>` once `delete` has returned. The crash test kills it with
 // SIGKILL and checks that every acknowledged job is stored intact, exactly once.
@@ -11,6 +14,7 @@
 // when `delete` throws); then the limit raised again, 20 more jobs stored and the second deleted.
 import Dispatch
 import Foundation
+import GRDB
 import QueueCore
 import QueuePersistence
 
@@ -49,6 +53,22 @@ func fail(_ message: String) -> Never {
 }
 
 let arguments = CommandLine.arguments
+if arguments.count == 3, arguments[1] == "lock" {
+    do {
+        let queue = try DatabaseQueue(path: arguments[2])
+        // The transaction stays open for the whole access: this process does nothing else meanwhile.
+        try queue.inDatabase { db in
+            try db.execute(sql: "BEGIN EXCLUSIVE")
+            say("locked")
+            _ = readLine()
+            try db.execute(sql: "COMMIT")
+        }
+        say("released")
+        exit(0)
+    } catch {
+        fail("lock failed: \(error)")
+    }
+}
 guard arguments.count == 5 || (arguments.count == 6 && arguments[5] == "file-size-fault"), let threads = Int(arguments[4]) else {
     fail("usage: QueuePersistenceCrashHelper file|sqlite PATH TAG THREADS [file-size-fault]")
 }

@@ -50,7 +50,7 @@ struct CrashTests {
         // A completion (a delete) during the fault: it succeeds (a file is unlinked without a
         // write) or throws and the job stays; after the fault, deletes work again.
         let deletedDuringFault = lines.contains("D f-0")
-        #expect(deletedDuringFault || lines.contains { $0.hasPrefix("X f-0 ") && $0.contains("writeFailed") }, "\(lines)")
+        #expect(deletedDuringFault || lines.contains { $0.hasPrefix("X f-0 ") && $0.contains("deleteFailed") }, "\(lines)")
         #expect(lines.contains("D f-1"))
         let stored = acknowledged.filter { $0 != "f-1" && ($0 != "f-0" || !deletedDuringFault) }
 
@@ -63,6 +63,38 @@ struct CrashTests {
             let leftovers = filesBelow(directory.url).filter { $0.contains(".tmp-") }
             #expect(leftovers.isEmpty, "temporary files left by the failed writes: \(leftovers)")
         }
+    }
+
+    /// Another process holds SQLite's write lock past the busy timeout: each write throws a
+    /// typed error and stores nothing, reads go on, nothing acknowledged is lost, and writes work
+    /// again by themselves once the lock is released.
+    @Test func anotherProcessHoldingTheWriteLockFailsWritesWithATypedErrorAndLosesNothing() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("locked.sqlite").path
+        let persister = try SQLiteJobPersister(
+            handling: CrashJob.self, queueName: "locked", path: path,
+            configuration: .init(busyTimeout: .milliseconds(50))
+        )
+        func job(_ id: String) -> CrashJob {
+            CrashJob(id: id, createdDate: Date(timeIntervalSinceReferenceDate: 0), data: Data(id.utf8), action: "locked")
+        }
+        try persister.persist((0..<5).map { job("a\($0)") })
+        var holder = try await CrashHelperProcess.holdWriteLock(on: path)
+
+        let persistError = #expect(throws: PersistenceError.self) { try persister.persist([job("b0")]) }
+        #expect(persistError?.code == .writeFailed, "\(String(describing: persistError))")
+        let deleteError = #expect(throws: PersistenceError.self) { try persister.delete(job("a0")) }
+        #expect(deleteError?.code == .deleteFailed, "\(String(describing: deleteError))")
+        // Readers are not held up by a writer (WAL): a restart during the lock loads every job.
+        #expect(try persister.load().map(\.id) == ["a0", "a1", "a2", "a3", "a4"])
+
+        let released = await holder.release()
+        #expect(released.line == "released")
+        #expect(released.status == 0)
+        try persister.persist([job("b1")])
+        try persister.delete(job("a0"))
+        let reopened = try SQLiteJobPersister(handling: CrashJob.self, queueName: "locked", path: path)
+        #expect(try reopened.load().map(\.id) == ["a1", "a2", "a3", "a4", "b1"], "nothing lost, nothing failed stored")
     }
 
     /// 100 SIGKILLs per store at random moments of a helper adding and deleting jobs from several

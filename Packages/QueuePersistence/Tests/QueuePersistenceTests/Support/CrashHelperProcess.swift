@@ -44,10 +44,11 @@ enum CrashHelperProcess {
     }
 
     /// Starts the helper with `arguments`; its stdout lines arrive on the returned stream.
-    private static func launch(_ arguments: [String]) throws -> (process: Process, lines: AsyncStream<String>) {
+    private static func launch(_ arguments: [String], input: Pipe? = nil) throws -> (process: Process, lines: AsyncStream<String>) {
         let process = Process()
         process.executableURL = try helperURL()
         process.arguments = arguments
+        if let input { process.standardInput = input }
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
@@ -73,7 +74,7 @@ enum CrashHelperProcess {
     }
 
     /// The helper's exit status, once it has exited.
-    private static func exitStatus(of process: Process) async -> Int32 {
+    fileprivate static func exitStatus(of process: Process) async -> Int32 {
         // `waitUntilExit()`, as TaskBroker's crash harness does, rather than a `terminationHandler`.
         await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
             DispatchQueue.global().async {
@@ -120,5 +121,40 @@ enum CrashHelperProcess {
             lines.append(line)
         }
         return (lines, await exitStatus(of: process))
+    }
+
+    /// Another process holding SQLite's write lock on a database (`BEGIN EXCLUSIVE`) until
+    /// ``release()``.
+    struct LockHolder {
+        fileprivate let process: Process
+        fileprivate let input: Pipe
+        fileprivate var lines: AsyncStream<String>.AsyncIterator
+
+        /// Commits the holder's transaction and waits for it to exit.
+        /// - Returns: The holder's last line (`released`) and exit status.
+        mutating func release() async -> (line: String?, status: Int32) {
+            input.fileHandleForWriting.write(Data("release\n".utf8))
+            let line = await lines.next()
+            return (line, await CrashHelperProcess.exitStatus(of: process))
+        }
+    }
+
+    /// Starts a helper that takes SQLite's write lock on the database at `path`, and returns once
+    /// it holds it.
+    static func holdWriteLock(on path: String) async throws -> LockHolder {
+        let input = Pipe()
+        let (process, lines) = try launch(["lock", path], input: input)
+        var iterator = lines.makeAsyncIterator()
+        let first = await iterator.next()
+        guard first == "locked" else {
+            kill(process.processIdentifier, SIGKILL)
+            throw LockNotTaken(line: first)
+        }
+        return LockHolder(process: process, input: input, lines: iterator)
+    }
+
+    struct LockNotTaken: Error, CustomStringConvertible {
+        let line: String?
+        var description: String { "the helper did not take the write lock: \(line ?? "no output")" }
     }
 }
