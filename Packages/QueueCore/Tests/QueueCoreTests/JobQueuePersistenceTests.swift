@@ -215,11 +215,42 @@ struct JobQueuePersistenceTests {
         #expect(persister.storedIDs == jobs.map(\.id))
         withExtendedLifetime(token) {}
     }
+
+    /// Open, found while fixing `retry(_:)`: a job with the processor keeps its stored place
+    /// when its strategy puts it back at the front, so a job that `retry(_:)` stored first
+    /// while it was being processed stays ahead of it in storage: after a restart the order of
+    /// the two is swapped. (Before the fix the retried job was stored last instead.)
+    @Test
+    func aFailedJobRequeuedAfterAnotherJobWasRetriedIsNotFirstInStorage() async {
+        let processor = HoldingProcessor()
+        queue.processor = AnyJobProcessor(processor)
+        queue.retryStrategy = RequeueAtTheFront()
+        let added = EventCollector<String>()
+        let token = queue.observe { _, jobs, event in
+            if event == .added { jobs.forEach { added.record($0.action) } }
+        }
+        let jobs = makeJobs(count: 2)
+        queue.add(jobs)
+        queue.start()
+        #expect(await processor.started.values(count: 1) == ["0"])
+        queue.stop()
+        let urgent = CuteJob(action: "urgent")
+        queue.retry(urgent)
+        processor.complete("0", error: TestFailure())
+
+        #expect(await added.values(count: 4) == ["0", "1", "urgent", "0"])
+        withKnownIssue("a requeued job with the processor is not moved to the front of the storage") {
+            #expect(persister.jobs.map(\.action) == ["0", "urgent", "1"])
+        }
+        #expect(persister.jobs.map(\.action) == ["urgent", "0", "1"])
+        #expect(queue.drain().map(\.action) == ["0", "urgent", "1"])
+        withExtendedLifetime(token) {}
+    }
 }
 
 /// Puts every failed job back at the front of its queue.
 private struct RequeueAtTheFront: JobRetryStrategy {
-    func retry<JobType: QueueJob>(job: JobType, failedOnQueue queue: JobQueue<JobType>) {
+    fileprivate func retry<JobType: QueueJob>(job: JobType, failedOnQueue queue: JobQueue<JobType>) {
         queue.retry(job)
     }
 }
