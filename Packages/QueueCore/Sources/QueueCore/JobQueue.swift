@@ -198,8 +198,13 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
     /// Puts `job` at the front of the queue, so that it is the next one processed.
     ///
     /// Retry strategies call this from ``JobRetryStrategy/retry(job:failedOnQueue:)``; the
-    /// failed job is then still stored and is not persisted again. Any other job is
-    /// persisted first. Observers hear ``JobQueueEvent/added``.
+    /// failed job is then still stored and is not persisted again. Any other job is first
+    /// stored with the persister's ``JobPersister/persistFirst(_:)``, ahead of every stored
+    /// job, so that it is still first after a restart (a job already stored is moved to the
+    /// front). A persister that relies on the protocol's default `persistFirst` stores it
+    /// with `persist` instead, last. If storing fails, the job is queued first anyway, in
+    /// memory only, and the error is logged and kept in ``lastPersistenceError``; a copy
+    /// stored before stays stored where it was. Observers hear ``JobQueueEvent/added``.
     /// - Parameter job: The job to put first.
     public func retry(_ job: Job) {
         let persister = core.withLock { core -> AnyJobPersister<Job>?? in
@@ -214,9 +219,13 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
         guard case .some(let persister) = persister else { return }
         if let persister {
             do {
-                try persister.persist([job])
+                try persister.persistFirst([job])
             } catch {
-                persistenceFailed(error, "persist retried job \(job.id); it is queued in memory only")
+                persistenceFailed(
+                    error,
+                    "store retried job \(job.id) at the front; it is queued first in memory only (a copy stored "
+                        + "before keeps its old place)"
+                )
             }
         }
         let wake = core.withLock { core -> Bool in

@@ -128,4 +128,129 @@ struct JobQueuePersistenceTests {
         let restarted = try JobQueue(handling: CuteJob.self, name: "persisted", persister: persister)
         #expect(restarted.drain() == jobs)
     }
+
+    // MARK: - retry(_:) of a job that is not with the processor
+
+    @Test
+    func aRetriedJobIsStoredFirstSoItIsStillFirstAfterARestart() throws {
+        let jobs = makeJobs(count: 2)
+        queue.add(jobs)
+        let urgent = CuteJob(action: "urgent")
+        queue.retry(urgent)
+
+        #expect(persister.calls == [.persist(jobs.map(\.id)), .persistFirst([urgent.id])])
+        #expect(persister.storedIDs == [urgent.id] + jobs.map(\.id))
+        let restarted = try JobQueue(handling: CuteJob.self, name: "persisted", persister: persister)
+        #expect(restarted.drain() == [urgent] + jobs)
+    }
+
+    @Test
+    func retryingAStoredJobMovesItToTheFrontOfTheStorage() throws {
+        let jobs = makeJobs(count: 3)
+        queue.add(jobs)
+        var changed = jobs[2]
+        changed.action = "changed"
+        queue.retry(changed)
+
+        #expect(persister.jobs == [changed, jobs[0], jobs[1]])
+        let restarted = try JobQueue(handling: CuteJob.self, name: "persisted", persister: persister)
+        #expect(restarted.peek() == changed)
+        #expect(restarted.count == 3)
+    }
+
+    @Test
+    func aRetryThatCannotBeStoredIsQueuedFirstInMemoryAndStorageKeepsWhatItHad() throws {
+        let logs = RecordingLogHandler.Store()
+        queue.logger = Logger(label: "test", factory: { _ in RecordingLogHandler(store: logs) })
+        let jobs = makeJobs(count: 2)
+        queue.add(jobs)
+        persister.failing = true
+        let urgent = CuteJob(action: "urgent")
+        queue.retry(urgent)
+        var changed = jobs[1]
+        changed.action = "changed"
+        queue.retry(changed)
+
+        // In memory, both are queued first, as if storing had worked.
+        #expect(queue.peek() == changed)
+        #expect(queue.count == 4)
+        // The errors are counted, kept and logged.
+        #expect(queue.persistenceErrorCount == 2)
+        #expect(queue.lastPersistenceError?.code == .persistenceFailed)
+        #expect(queue.lastPersistenceError?.underlying as? TestFailure == TestFailure(reason: "disk full"))
+        let errors = logs.messages.filter { $0.level == .error }.map(\.message)
+        #expect(errors.count == 2)
+        #expect(errors.last?.contains("could not store retried job \(changed.id) at the front") == true)
+        // Storage holds what it held: the failed retry neither lost nor changed a stored job.
+        #expect(persister.jobs == jobs)
+
+        // Once the persister works again, so does retry.
+        persister.failing = false
+        let later = CuteJob(action: "later")
+        queue.retry(later)
+        #expect(persister.storedIDs == [later.id] + jobs.map(\.id))
+        #expect(queue.drain().map(\.action) == ["later", "changed", "urgent", "0", "1"])
+    }
+
+    @Test
+    func aFailedJobThatTheStrategyRequeuesIsNotStoredAgain() async {
+        let processor = HoldingProcessor()
+        queue.processor = AnyJobProcessor(processor)
+        queue.retryStrategy = RequeueAtTheFront()
+        let added = EventCollector<String>()
+        let token = queue.observe { _, jobs, event in
+            if event == .added { jobs.forEach { added.record($0.action) } }
+        }
+        let jobs = makeJobs(count: 2)
+        queue.add(jobs)
+        queue.start()
+        #expect(await processor.started.values(count: 1) == ["0"])
+        queue.stop()
+        processor.complete("0", error: TestFailure())
+
+        #expect(await added.values(count: 3) == ["0", "1", "0"])
+        #expect(queue.peek() == jobs[0])
+        // Still stored in its own place, which is first: no write for the requeue.
+        #expect(persister.calls == [.persist(jobs.map(\.id))])
+        #expect(persister.storedIDs == jobs.map(\.id))
+        withExtendedLifetime(token) {}
+    }
+
+    /// Open, found while fixing `retry(_:)`: a job with the processor keeps its stored place
+    /// when its strategy puts it back at the front, so a job that `retry(_:)` stored first
+    /// while it was being processed stays ahead of it in storage: after a restart the order of
+    /// the two is swapped. (Before the fix the retried job was stored last instead.)
+    @Test
+    func aFailedJobRequeuedAfterAnotherJobWasRetriedIsNotFirstInStorage() async {
+        let processor = HoldingProcessor()
+        queue.processor = AnyJobProcessor(processor)
+        queue.retryStrategy = RequeueAtTheFront()
+        let added = EventCollector<String>()
+        let token = queue.observe { _, jobs, event in
+            if event == .added { jobs.forEach { added.record($0.action) } }
+        }
+        let jobs = makeJobs(count: 2)
+        queue.add(jobs)
+        queue.start()
+        #expect(await processor.started.values(count: 1) == ["0"])
+        queue.stop()
+        let urgent = CuteJob(action: "urgent")
+        queue.retry(urgent)
+        processor.complete("0", error: TestFailure())
+
+        #expect(await added.values(count: 4) == ["0", "1", "urgent", "0"])
+        withKnownIssue("a requeued job with the processor is not moved to the front of the storage") {
+            #expect(persister.jobs.map(\.action) == ["0", "urgent", "1"])
+        }
+        #expect(persister.jobs.map(\.action) == ["urgent", "0", "1"])
+        #expect(queue.drain().map(\.action) == ["0", "urgent", "1"])
+        withExtendedLifetime(token) {}
+    }
+}
+
+/// Puts every failed job back at the front of its queue.
+private struct RequeueAtTheFront: JobRetryStrategy {
+    fileprivate func retry<JobType: QueueJob>(job: JobType, failedOnQueue queue: JobQueue<JobType>) {
+        queue.retry(job)
+    }
 }

@@ -21,7 +21,8 @@ import Synchronization
 /// Every write is atomic and durable: a temporary file is written and flushed (`fsync`),
 /// renamed over its final name, and the folder is flushed, before `persist` returns. A job
 /// whose `persist` returned survives `kill -9` and power loss. `load()` returns jobs in the
-/// order they were first persisted. A damaged file is moved to the folder's `corrupt/`
+/// order they were first persisted, except that ``persistFirst(_:)`` puts jobs ahead of every
+/// stored one (what `JobQueue.retry(_:)` uses). A damaged file is moved to the folder's `corrupt/`
 /// sub-folder; an intact job that the type no longer decodes stays in place; both are listed
 /// in ``loadIssues`` and every other job loads (see ``load()``).
 ///
@@ -142,6 +143,33 @@ public final class FileBasedPersister<JobType: QueueJob>: JobPersister, Sendable
         try store.persist(encoded, readID: JobCodec.id(from:))
     }
 
+    /// Stores `jobs` durably, in order, before every job already stored; a job whose `id` is
+    /// already stored is replaced and moved to the front.
+    ///
+    /// The jobs get file numbers below the lowest in use, so ``load()`` returns `jobs[0]` first,
+    /// and so does every persister that opens the folder later. All or nothing, like
+    /// ``persist(_:)``: every job is written and flushed to a temporary file first, then moved
+    /// into place, and the folder is flushed; if the call throws, none of the batch's jobs is
+    /// stored first and every job stored before is unchanged, in its place. A moved job's old
+    /// file is removed after its new one is on disk, so a crash in between leaves both (the
+    /// new one loads, and the next persister to open the folder removes the old one) and never
+    /// neither. An `id` listed twice is stored once, at its first place, with its last value.
+    ///
+    /// A folder written before this method existed numbers its jobs from 1: the first call
+    /// that needs room below them renames each job file once (a flush per file), keeping the
+    /// order however a crash interrupts it.
+    /// - Parameter jobs: The jobs to store first, in the order they are to run.
+    /// - Throws: ``PersistenceError`` (`.storageUnavailable`, `.encodingFailed`, `.writeFailed`).
+    public func persistFirst(_ jobs: [JobType]) throws {
+        let store = try openStore()
+        var encoded: [(id: String, payload: Data)] = []
+        encoded.reserveCapacity(jobs.count)
+        for job in jobs {
+            encoded.append((job.id, try JobCodec.encode(job)))
+        }
+        try store.persistFirst(encoded, readID: JobCodec.id(from:))
+    }
+
     /// Deletes the stored copy of `job`; a job that is not stored is ignored.
     /// - Parameter job: The job to delete (matched by `id`).
     /// - Throws: ``PersistenceError`` (`.storageUnavailable`, `.deleteFailed`).
@@ -149,7 +177,8 @@ public final class FileBasedPersister<JobType: QueueJob>: JobPersister, Sendable
         try openStore().delete(id: job.id, readID: JobCodec.id(from:))
     }
 
-    /// Returns every stored job in the order it was first persisted.
+    /// Returns every stored job in stored order: the order it was first persisted in, with the
+    /// jobs of each ``persistFirst(_:)`` call ahead of every job stored before that call.
     ///
     /// The policy both QueuePersistence persisters share: a file whose bytes are damaged
     /// (empty, truncated, not JSON, no `id`) is moved to `corrupt/` and reported in
@@ -159,7 +188,7 @@ public final class FileBasedPersister<JobType: QueueJob>: JobPersister, Sendable
     /// decodes it; a file that cannot be read (an I/O error) fails the whole load, moving and
     /// deleting nothing. `JobType`'s `init(from:)` runs outside every lock of the persister,
     /// so it may call the persister.
-    /// - Returns: The stored jobs, oldest first.
+    /// - Returns: The stored jobs, in stored order.
     /// - Throws: ``PersistenceError`` `.readFailed` when the folder or a job file cannot be
     ///   read (retrying is the caller's choice), `.storageUnavailable` when the folder is unusable.
     public func load() throws -> [JobType] {

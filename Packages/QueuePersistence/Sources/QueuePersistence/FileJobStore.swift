@@ -4,10 +4,18 @@ import Synchronization
 
 /// One queue folder on disk: one file per job, named `<sequence>-<encoded id>.job`.
 ///
-/// The zero-padded sequence number is handed out in the order jobs are first stored and is
-/// recovered from the file names when the folder is opened, so `load()` returns jobs in the
-/// order they were added even when their `createdDate`s tie. Every persister of one folder in
-/// a process shares one store (see ``shared(directory:)``), so they agree on the numbers.
+/// The zero-padded sequence number is the job's place: `load()` returns jobs in sequence
+/// order, even when their `createdDate`s tie. `persist` hands out numbers upwards from the
+/// highest in use, `persistFirst` downwards from the lowest; a new folder starts both at
+/// ``middleSequence``, which leaves room for 10^19 jobs stored first and 8 · 10^18 stored last.
+/// The numbers are recovered from the file names when the folder is opened. Every persister
+/// of one folder in a process shares one store (see ``shared(directory:)``), so they agree on
+/// the numbers.
+///
+/// A folder written before `persistFirst` existed numbers its jobs from 1, so there is no room
+/// below them: the first `persistFirst` that needs it moves every number below
+/// ``middleSequence`` up by that much (see ``rebase(_:)``), in a way that keeps the order
+/// however a crash interrupts it.
 final class FileJobStore: Sendable {
     /// What a load found: the stored payloads in order.
     struct StoredFile {
@@ -18,10 +26,24 @@ final class FileJobStore: Sendable {
 
     private struct State {
         var isOpen = false
-        var nextSequence: UInt64 = 1
+        /// The number the next job stored last gets.
+        var nextSequence: UInt64 = FileJobStore.middleSequence
+        /// At most the lowest number in use (deletes do not raise it); `nil` while none is.
+        var lowestSequence: UInt64?
         /// Job id -> file name.
         var index: [String: String] = [:]
+        /// Job id -> older copies of the job that could not be removed (see
+        /// ``persistFirst(_:readID:)``). `load()` ignores them, since the job's file comes first;
+        /// `delete` removes them before the job's file.
+        var staleCopies: [String: [String]] = [:]
+        /// How many times a stored job's file was renamed or replaced by one of another name
+        /// (``persistFirst(_:readID:)``, ``rebase(_:)``): `load()` reads again when it changed.
+        var moves: UInt64 = 0
     }
+
+    /// Where a new folder's numbers start: jobs stored last get this and above, jobs stored
+    /// first the numbers below. Every number has 20 digits, so names sort as numbers do.
+    static let middleSequence: UInt64 = 10_000_000_000_000_000_000
 
     let directory: String
     private let state = Mutex(State())
@@ -110,8 +132,15 @@ final class FileJobStore: Sendable {
     }
 
     /// Creates the folder, removes temporary files a crash left behind, and rebuilds the
-    /// id index and the next sequence number from the file names. Runs once; retried on
-    /// the next call after a failure.
+    /// id index and the next and lowest sequence numbers from the file names. Runs once;
+    /// retried on the next call after a failure.
+    ///
+    /// A second file of an id already seen (a higher number) is an older copy that
+    /// ``persistFirst(_:readID:)`` left behind when the process died after moving the job to
+    /// the front and before removing the copy: it is removed, since `load()` would ignore it
+    /// and it would come back once the job is deleted. It is kept in `staleCopies`, and removed
+    /// with the job, when it cannot be removed or when the job's own file is damaged (then
+    /// `load()` moves that file aside and the copy loads in its place).
     private func openIfNeeded(_ state: inout State, readID: (Data) throws -> String) throws(PersistenceError) {
         guard !state.isOpen else { return }
         let names: [String]
@@ -127,22 +156,45 @@ final class FileJobStore: Sendable {
             )
         }
         var index: [String: String] = [:]
-        var next: UInt64 = 1
+        var staleCopies: [String: [String]] = [:]
+        var removedCopies = false
+        var highest: UInt64?
+        var lowest: UInt64?
+        // Fixed-width numbers: name order is sequence order, so an id's first file is its job.
         for name in names.sorted() {
             if name.hasPrefix(Self.temporaryPrefix) {
                 try? DurableFile.remove(path(name))
                 continue
             }
             guard let (sequence, parsedID) = Self.parse(fileName: name) else { continue }
-            next = max(next, sequence + 1)
-            if let parsedID {
-                index[parsedID] = name
-            } else if let data = try? DurableFile.read(path(name)), let id = try? readID(data) {
+            highest = max(highest ?? sequence, sequence)
+            lowest = min(lowest ?? sequence, sequence)
+            var id = parsedID
+            if id == nil, let data = try? DurableFile.read(path(name)) {
+                id = try? readID(data)
+            }
+            guard let id else { continue }
+            guard let first = index[id] else {
                 index[id] = name
+                continue
+            }
+            // Removed only when the job's own file is intact: a damaged one is moved aside by
+            // `load()`, and this copy then loads in its place.
+            if let data = try? DurableFile.read(path(first)), (try? readID(data)) == id,
+                (try? DurableFile.remove(path(name))) != nil {
+                removedCopies = true
+            } else {
+                staleCopies[id, default: []].append(name)
             }
         }
+        if removedCopies {
+            // A failed flush is no error: a copy that comes back after a power loss goes again here.
+            try? DurableFile.syncDirectory(directory)
+        }
         state.index = index
-        state.nextSequence = next
+        state.staleCopies = staleCopies
+        state.nextSequence = highest.map { $0 + 1 } ?? Self.middleSequence
+        state.lowestSequence = lowest
         state.isOpen = true
     }
 
@@ -197,6 +249,9 @@ final class FileJobStore: Sendable {
                 }
             }
             // Sequence numbers are used up even if a rename fails, so that a name is never reused.
+            if state.lowestSequence == nil, nextSequence > state.nextSequence {
+                state.lowestSequence = state.nextSequence
+            }
             state.nextSequence = nextSequence
             var renamed: [(id: String, name: String, isNew: Bool)] = []
             for entry in names where !renamed.contains(where: { $0.name == entry.name }) {
@@ -233,19 +288,213 @@ final class FileJobStore: Sendable {
         }
     }
 
-    /// Removes the job's file and flushes the folder; an unknown id does nothing.
+    /// Stores the batch before every stored job, all or nothing, as ``persist(_:readID:)``
+    /// does: every job is written and flushed to a temporary file, then each is renamed to a
+    /// number below the lowest in use (the batch's first job lowest) and the folder is flushed.
+    /// An id listed twice is stored once, at its first place, with its last payload.
+    ///
+    /// A job already stored gets a new file at the front; its old file is removed only once
+    /// the new one is flushed into the folder, so a crash in between leaves two files of the
+    /// job (the first one loads, and opening the folder removes the other) and never none. An
+    /// old file that cannot be removed is kept in ``State/staleCopies``: the call still
+    /// succeeds, since the job is stored first, and the copy is removed with the job.
+    ///
+    /// When a write or a rename fails, the new files are removed again, every job stored
+    /// before is untouched, and the call throws.
+    func persistFirst(_ jobs: [(id: String, payload: Data)], readID: (Data) throws -> String) throws(PersistenceError) {
+        try state.withLock { state throws(PersistenceError) in
+            try openIfNeeded(&state, readID: readID)
+            var order: [String] = []
+            var payloads: [String: Data] = [:]
+            for job in jobs {
+                if payloads.updateValue(job.payload, forKey: job.id) == nil { order.append(job.id) }
+            }
+            guard !order.isEmpty else { return }
+            let count = UInt64(order.count)
+            if (state.lowestSequence ?? state.nextSequence) < count {
+                try rebase(&state)
+            }
+            let lowest = state.lowestSequence ?? state.nextSequence
+            guard lowest >= count else {
+                throw PersistenceError(
+                    code: .writeFailed,
+                    message: "No room is left in the queue folder's numbering to store \(count) job(s) first; nothing "
+                        + "was stored. Store fewer at once.",
+                    path: directory
+                )
+            }
+            let first = lowest - count
+            let entries = order.enumerated().map { offset, id in
+                (id: id, name: Self.fileName(sequence: first + UInt64(offset), id: id), old: state.index[id])
+            }
+            var written: [String] = []
+            for entry in entries {
+                let temporary = path(Self.temporaryPrefix + entry.name)
+                do {
+                    try DurableFile.remove(temporary)
+                    try DurableFile.writeNewFile(payloads[entry.id] ?? Data(), to: temporary)
+                    written.append(temporary)
+                } catch {
+                    for file in written { try? DurableFile.remove(file) }
+                    throw PersistenceError(
+                        code: .writeFailed,
+                        message: "Job \(entry.id) could not be written, so none of the \(entries.count) job(s) was "
+                            + "stored first; every job stored before is unchanged. Check free space and permissions.",
+                        path: path(entry.name),
+                        jobID: entry.id,
+                        underlying: error
+                    )
+                }
+            }
+            // Numbers are used up even if a rename fails, so that a name is never reused.
+            state.lowestSequence = first
+            var renamed: [String] = []
+            for entry in entries {
+                do {
+                    try DurableFile.rename(path(Self.temporaryPrefix + entry.name), to: path(entry.name))
+                    renamed.append(entry.name)
+                } catch {
+                    for file in written { try? DurableFile.remove(file) }
+                    for name in renamed { try? DurableFile.remove(path(name)) }
+                    try? DurableFile.syncDirectory(directory)
+                    throw PersistenceError(
+                        code: .writeFailed,
+                        message: "Job \(entry.id) could not be moved into place, so the jobs of this batch were removed "
+                            + "again and every job stored before is unchanged; check the queue folder.",
+                        path: path(entry.name),
+                        jobID: entry.id,
+                        underlying: error
+                    )
+                }
+            }
+            for entry in entries {
+                state.index[entry.id] = entry.name
+                if let old = entry.old { state.staleCopies[entry.id, default: []].append(old) }
+            }
+            if entries.contains(where: { $0.old != nil }) {
+                state.moves &+= 1
+            }
+            do {
+                try DurableFile.syncDirectory(directory)
+            } catch {
+                throw PersistenceError(
+                    code: .writeFailed,
+                    message: "The queue folder could not be flushed to disk; the jobs may not survive a power loss.",
+                    path: directory,
+                    underlying: error
+                )
+            }
+            // The new files are on disk: the old ones of moved jobs can go.
+            var removedAny = false
+            for entry in entries {
+                guard let old = entry.old, (try? DurableFile.remove(path(old))) != nil else { continue }
+                state.staleCopies[entry.id]?.removeAll { $0 == old }
+                if state.staleCopies[entry.id]?.isEmpty == true { state.staleCopies[entry.id] = nil }
+                removedAny = true
+            }
+            if removedAny {
+                // A failed flush is no error: a copy that comes back after a power loss comes
+                // after the job's file, and opening the folder removes it.
+                try? DurableFile.syncDirectory(directory)
+            }
+        }
+    }
+
+    /// Makes room below a folder numbered from 1 (written before ``persistFirst(_:readID:)``
+    /// existed): every job file numbered below ``middleSequence`` is renamed to its number plus
+    /// ``middleSequence``, the highest first, and the folder is flushed after each rename. The
+    /// files already moved are always the highest ones and keep their order, so a crash or a
+    /// power loss at any point leaves the jobs in the same order, and the next call carries on.
+    private func rebase(_ state: inout State) throws(PersistenceError) {
+        let names: [String]
+        do {
+            names = try DurableFile.list(directory)
+        } catch {
+            throw PersistenceError(
+                code: .writeFailed,
+                message: "The queue folder could not be listed to make room for jobs stored first; nothing was "
+                    + "stored. Check its permissions.",
+                path: directory,
+                underlying: error
+            )
+        }
+        let files = names.compactMap { name in Self.parse(fileName: name).map { (name: name, sequence: $0.sequence) } }
+        let low = files.filter { $0.sequence < Self.middleSequence }.sorted { $0.sequence > $1.sequence }
+        // A number too high to move (a file not written by this library) leaves no room below it.
+        if let highest = low.first, highest.sequence.addingReportingOverflow(Self.middleSequence).overflow {
+            throw PersistenceError(
+                code: .writeFailed,
+                message: "The job file \(highest.name) has a number too high to make room for jobs stored first; "
+                    + "nothing was stored. Move the file out of the queue folder.",
+                path: path(highest.name)
+            )
+        }
+        if !low.isEmpty {
+            state.moves &+= 1
+        }
+        // Jobs stored last from now on go after the moved files, even if a rename below fails.
+        if state.nextSequence <= Self.middleSequence {
+            state.nextSequence = max(low.first.map { $0.sequence &+ Self.middleSequence &+ 1 } ?? 0, Self.middleSequence)
+        }
+        var owner: [String: String] = [:]
+        for (id, name) in state.index { owner[name] = id }
+        for file in low {
+            // The same name with the new 20-digit number.
+            let number = Self.fileName(sequence: file.sequence + Self.middleSequence, id: "").prefix(20)
+            let name = String(number) + file.name.dropFirst(20)
+            do {
+                try DurableFile.rename(path(file.name), to: path(name))
+                try DurableFile.syncDirectory(directory)
+            } catch {
+                throw PersistenceError(
+                    code: .writeFailed,
+                    message: "The job file \(file.name) could not be renamed to make room for jobs stored first; nothing "
+                        + "was stored and the order of the stored jobs is kept. Check the queue folder.",
+                    path: path(file.name),
+                    underlying: error
+                )
+            }
+            if let id = owner[file.name] {
+                if state.index[id] == file.name {
+                    state.index[id] = name
+                } else if let position = state.staleCopies[id]?.firstIndex(of: file.name) {
+                    state.staleCopies[id]?[position] = name
+                }
+            } else {
+                for (id, copies) in state.staleCopies {
+                    if let position = copies.firstIndex(of: file.name) { state.staleCopies[id]?[position] = name }
+                }
+            }
+        }
+        // Every file is now numbered from `middleSequence` up.
+        var numbers = files.map(\.sequence).filter { $0 >= Self.middleSequence }
+        if let smallest = low.last { numbers.append(smallest.sequence + Self.middleSequence) }
+        state.lowestSequence = numbers.min()
+    }
+
+    /// Removes the job's file and flushes the folder; an unknown id does nothing. Older copies
+    /// of the job (``State/staleCopies``) are removed first: if one cannot be, the job's own
+    /// file stays too, so that the copy never loads in the job's place.
     func delete(id: String, readID: (Data) throws -> String) throws(PersistenceError) {
         try state.withLock { state throws(PersistenceError) in
             try openIfNeeded(&state, readID: readID)
             guard let name = state.index[id] else { return }
+            var current = name
             do {
+                for copy in state.staleCopies[id] ?? [] {
+                    current = copy
+                    try DurableFile.remove(path(copy))
+                    state.staleCopies[id]?.removeFirst()
+                }
+                state.staleCopies[id] = nil
+                current = name
                 try DurableFile.remove(path(name))
                 try DurableFile.syncDirectory(directory)
             } catch {
                 throw PersistenceError(
                     code: .deleteFailed,
                     message: "Job \(id) could not be deleted; check the folder's permissions.",
-                    path: path(name),
+                    path: path(current),
                     underlying: error
                 )
             }
@@ -271,6 +520,7 @@ final class FileJobStore: Sendable {
                 )
             }
             state.index = [:]
+            state.staleCopies = [:]
         }
     }
 
@@ -295,65 +545,36 @@ final class FileJobStore: Sendable {
         try state.withLock { state throws(PersistenceError) in
             try openIfNeeded(&state, readID: readID)
         }
-        let names: [String]
-        do {
-            names = try DurableFile.list(directory)
-        } catch {
-            throw PersistenceError(
-                code: .readFailed,
-                message: "The queue folder could not be listed; check its permissions, then load again.",
-                path: directory,
-                underlying: error
-            )
-        }
-        let files = names.compactMap { name in Self.parse(fileName: name).map { (name, $0.sequence) } }
-            .sorted { ($0.1, $0.0) < ($1.1, $1.0) }
-        var jobs: [Job] = []
-        jobs.reserveCapacity(files.count)
-        var issues: [PersistenceError] = []
-        var seen: [String: String] = [:]
-        var corrupt: [(name: String, cause: any Error)] = []
-        var duplicates: [(name: String, kept: String)] = []
-        for (name, _) in files {
-            let data: Data
-            do {
-                data = try DurableFile.read(path(name))
-            } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
-                continue // Deleted since the folder was listed.
-            } catch {
-                throw PersistenceError(
-                    code: .readFailed,
-                    message: "The job file \(name) could not be read; nothing was moved or deleted. Check the disk "
-                        + "and the file's permissions, then load again.",
-                    path: path(name),
-                    underlying: error
-                )
+        // A job that `persistFirst` moves (or a renumbering renames) while the files are read
+        // changes its file name: a pass that overlapped a move may miss it, so it is read again.
+        // After three such passes the files' bytes are read under the lock (still classified
+        // outside it), which no move can overlap.
+        var pass: LoadPass<Job>?
+        for _ in 0..<3 {
+            let moves = state.withLock { $0.moves }
+            let attempt = try readPass(names: try listJobFiles(), classify: classify) { name throws(PersistenceError) in
+                try readJobFile(name)
             }
-            switch classify(data) {
-            case .job(let id, let job):
-                if let previous = seen[id] {
-                    // Two files for one id (only a foreign copy can do this): keep the first.
-                    duplicates.append((name, previous))
-                    continue
-                }
-                seen[id] = name
-                jobs.append(job)
-            case .undecodable(let id, let error):
-                seen[id] = seen[id] ?? name
-                issues.append(
-                    PersistenceError(
-                        code: .undecodableJob,
-                        message: "The stored job \(id) (file \(name)) is intact but is not a \(Job.self) any more; it "
-                            + "was left in place and skipped. It loads again once \(Job.self) can decode it.",
-                        path: path(name),
-                        jobID: id,
-                        underlying: error
-                    )
-                )
-            case .corrupt(let error):
-                corrupt.append((name, error))
+            if state.withLock({ $0.moves }) == moves {
+                pass = attempt
+                break
             }
         }
+        if pass == nil {
+            let contents = try state.withLock { _ throws(PersistenceError) -> [(name: String, data: Data?)] in
+                var contents: [(name: String, data: Data?)] = []
+                for name in try listJobFiles() { contents.append((name, try readJobFile(name))) }
+                return contents
+            }
+            var byName: [String: Data] = [:]
+            for file in contents { byName[file.name] = file.data }
+            pass = try readPass(names: contents.map(\.name), classify: classify) { name throws(PersistenceError) in byName[name] }
+        }
+        guard let pass else { return ([], []) }
+        let jobs = pass.jobs
+        var issues = pass.issues
+        let corrupt = pass.corrupt
+        let duplicates = pass.duplicates
         for (name, kept) in duplicates {
             logger.warning("Duplicate job file ignored", metadata: ["file": "\(name)", "kept": "\(kept)"])
         }
@@ -361,7 +582,13 @@ final class FileJobStore: Sendable {
             let moved = state.withLock { state in
                 let moved = quarantine(name, cause: cause)
                 if let id = state.index.first(where: { $0.value == name })?.key {
-                    state.index[id] = nil
+                    // An older copy the job's file hid now loads in its place (this load
+                    // returned it): it becomes the job's file, so that a delete removes it.
+                    state.index[id] = state.staleCopies[id]?.first
+                    if state.staleCopies[id] != nil {
+                        state.staleCopies[id]?.removeFirst()
+                        if state.staleCopies[id]?.isEmpty == true { state.staleCopies[id] = nil }
+                    }
                 }
                 return moved
             }
@@ -397,6 +624,89 @@ final class FileJobStore: Sendable {
             }
         }
         return (jobs, issues)
+    }
+
+    /// What one reading of the folder found.
+    private struct LoadPass<Job> {
+        var jobs: [Job] = []
+        var issues: [PersistenceError] = []
+        var corrupt: [(name: String, cause: any Error)] = []
+        var duplicates: [(name: String, kept: String)] = []
+    }
+
+    /// The folder's job file names, in load order.
+    private func listJobFiles() throws(PersistenceError) -> [String] {
+        let names: [String]
+        do {
+            names = try DurableFile.list(directory)
+        } catch {
+            throw PersistenceError(
+                code: .readFailed,
+                message: "The queue folder could not be listed; check its permissions, then load again.",
+                path: directory,
+                underlying: error
+            )
+        }
+        return names.compactMap { name in Self.parse(fileName: name).map { (name, $0.sequence) } }
+            .sorted { ($0.1, $0.0) < ($1.1, $1.0) }
+            .map(\.0)
+    }
+
+    /// The bytes of a job file, or `nil` when it was deleted or moved since the folder was listed.
+    private func readJobFile(_ name: String) throws(PersistenceError) -> Data? {
+        do {
+            return try DurableFile.read(path(name))
+        } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
+            return nil
+        } catch {
+            throw PersistenceError(
+                code: .readFailed,
+                message: "The job file \(name) could not be read; nothing was moved or deleted. Check the disk "
+                    + "and the file's permissions, then load again.",
+                path: path(name),
+                underlying: error
+            )
+        }
+    }
+
+    /// Classifies the files `names`, in order, reading each with `read`.
+    private func readPass<Job>(
+        names: [String],
+        classify: (Data) -> Found<Job>,
+        read: (String) throws(PersistenceError) -> Data?
+    ) throws(PersistenceError) -> LoadPass<Job> {
+        var pass = LoadPass<Job>()
+        pass.jobs.reserveCapacity(names.count)
+        var seen: [String: String] = [:]
+        for name in names {
+            guard let data = try read(name) else { continue }
+            switch classify(data) {
+            case .job(let id, let job):
+                if let previous = seen[id] {
+                    // Two files for one id: an older copy that could not be removed (see
+                    // `persistFirst`), or a foreign copy. The first is the job's file: keep it.
+                    pass.duplicates.append((name, previous))
+                    continue
+                }
+                seen[id] = name
+                pass.jobs.append(job)
+            case .undecodable(let id, let error):
+                seen[id] = seen[id] ?? name
+                pass.issues.append(
+                    PersistenceError(
+                        code: .undecodableJob,
+                        message: "The stored job \(id) (file \(name)) is intact but is not a \(Job.self) any more; it "
+                            + "was left in place and skipped. It loads again once \(Job.self) can decode it.",
+                        path: path(name),
+                        jobID: id,
+                        underlying: error
+                    )
+                )
+            case .corrupt(let error):
+                pass.corrupt.append((name, error))
+            }
+        }
+        return pass
     }
 
     /// Moves a corrupt file into `corrupt/` (never deletes it); returns where it went.

@@ -56,7 +56,8 @@ public struct SQLiteJobPersisterConfiguration: Sendable {
 /// jobs are on disk. Concurrent `persist` and `delete` calls from many threads share commits
 /// (group commit): each caller returns once its own jobs are durable, but one `fsync` serves
 /// everyone who arrived while the previous commit was running. Jobs load in the order they
-/// were first persisted. The schema is created by GRDB migrations; a file written by a newer
+/// were first persisted, except that ``persistFirst(_:)`` puts jobs ahead of every stored one
+/// (what `JobQueue.retry(_:)` uses). The schema is created by GRDB migrations; a file written by a newer
 /// QueuePersistence is refused with ``PersistenceError/Code/incompatibleSchema``, and a file
 /// that is not a database with ``PersistenceError/Code/corruptDatabase``.
 public final class SQLiteJobPersister<JobType: QueueJob>: JobPersister, Sendable {
@@ -115,6 +116,29 @@ public final class SQLiteJobPersister<JobType: QueueJob>: JobPersister, Sendable
         try store.submit(.upsert(queue: queueName, jobs: encoded))
     }
 
+    /// Stores `jobs` durably, in order, before every job already stored, in one transaction; a
+    /// job whose `id` is already stored is replaced and moved to the front.
+    ///
+    /// Each job's row gets a `sequence` one below the lowest of the whole file (the column
+    /// orders rows and is shared by every queue of the file), the batch's last job first, so
+    /// ``load()`` returns `jobs[0]` first. The transaction is committed like ``persist(_:)``'s,
+    /// sharing a commit with concurrent callers; if the call throws, it was rolled back: none
+    /// of the jobs is stored first and every job stored before is unchanged, in its place. An
+    /// `id` listed twice is stored once, at its first place, with its last value. No schema
+    /// change: files written before this method existed load as they did.
+    /// - Parameter jobs: The jobs to store first, in the order they are to run.
+    /// - Throws: ``PersistenceError`` (`.encodingFailed`, `.writeFailed`, `.corruptDatabase`);
+    ///   then none of the jobs is stored first.
+    public func persistFirst(_ jobs: [JobType]) throws {
+        guard !jobs.isEmpty else { return }
+        var order: [String] = []
+        var payloads: [String: Data] = [:]
+        for job in jobs {
+            if payloads.updateValue(try JobCodec.encodeBinary(job), forKey: job.id) == nil { order.append(job.id) }
+        }
+        try store.submit(.upsertFirst(queue: queueName, jobs: order.map { ($0, payloads[$0] ?? Data()) }))
+    }
+
     /// Deletes the stored copy of `job`, durably; a job that is not stored is ignored.
     /// - Parameter job: The job to delete (matched by `id`).
     /// - Throws: ``PersistenceError`` (`.deleteFailed`, `.corruptDatabase`); then the job stays stored.
@@ -129,7 +153,8 @@ public final class SQLiteJobPersister<JobType: QueueJob>: JobPersister, Sendable
         }
     }
 
-    /// Returns every stored job of this queue in the order it was first persisted.
+    /// Returns every stored job of this queue in stored order: the order it was first persisted
+    /// in, with the jobs of each ``persistFirst(_:)`` call ahead of every job stored before it.
     ///
     /// The policy both QueuePersistence persisters share: a row whose bytes are damaged
     /// (empty, truncated, badly framed or nested too deep) is moved to the file's
@@ -139,21 +164,18 @@ public final class SQLiteJobPersister<JobType: QueueJob>: JobPersister, Sendable
     /// error), and loads again once `JobType` decodes it; a read error fails the whole load.
     /// Rows are read in pages, and `JobType`'s `init(from:)` runs outside every database
     /// access and lock, so it may use the persister.
-    /// - Returns: The stored jobs, oldest first.
+    /// - Returns: The stored jobs, in stored order.
     /// - Throws: ``PersistenceError`` (`.readFailed`, `.corruptDatabase`).
     public func load() throws -> [JobType] {
-        // Decoding dominates a large load, so rows are read in pages and each page is
-        // decoded on every core; only one page of raw payloads is in memory at a time.
-        let workers = max(1, min(8, ProcessInfo.processInfo.activeProcessorCount))
-        let pageSize = 2048 * workers
+        // Decoding dominates a large load, so rows are read in pages (all from one snapshot)
+        // and each page is decoded on every core; only one page of raw payloads is in memory
+        // at a time.
+        let workers = Self.decodingWorkers
+        let pageSize = Self.pageSize
         var jobs: [JobType] = []
         var found: [PersistenceError] = []
         var corrupt: [(row: SQLiteJobStore.StoredRow, error: any Error)] = []
-        var after = Int64.min
-        while true {
-            let page = try store.rows(queue: queueName, after: after, limit: pageSize)
-            guard let last = page.last else { break }
-            after = last.sequence
+        try store.forEachPage(queue: queueName, limit: pageSize) { page in
             for (row, outcome) in zip(page, Self.decode(page, workers: workers)) {
                 switch outcome {
                 case .job(let job):
@@ -174,7 +196,6 @@ public final class SQLiteJobPersister<JobType: QueueJob>: JobPersister, Sendable
                     corrupt.append((row, error))
                 }
             }
-            if page.count < pageSize { break }
         }
         if !corrupt.isEmpty {
             var moved = true
@@ -212,6 +233,12 @@ public final class SQLiteJobPersister<JobType: QueueJob>: JobPersister, Sendable
         issues.withLock { $0 = found }
         return jobs
     }
+
+    /// How many threads decode a page of rows.
+    static var decodingWorkers: Int { max(1, min(8, ProcessInfo.processInfo.activeProcessorCount)) }
+
+    /// How many rows ``load()`` reads at a time.
+    static var pageSize: Int { 2048 * decodingWorkers }
 
     /// What a stored row's payload holds (see ``outcome(_:)``).
     enum Outcome {

@@ -7,6 +7,8 @@ import Synchronization
 final class SQLiteJobStore: Sendable {
     enum Operation: Sendable {
         case upsert(queue: String, jobs: [(id: String, payload: Data)])
+        /// Stores the jobs before every row of the file, `jobs[0]` lowest; ids are unique.
+        case upsertFirst(queue: String, jobs: [(id: String, payload: Data)])
         case delete(queue: String, id: String)
         case clear(queue: String)
     }
@@ -126,6 +128,21 @@ final class SQLiteJobStore: Sendable {
                 for job in jobs {
                     try statement.execute(arguments: [queue, job.id, job.payload])
                 }
+            case .upsertFirst(let queue, let jobs):
+                // `sequence` is the rowid, shared by every queue of the file: one below the
+                // lowest of the whole table is below this queue's lowest and taken by no row.
+                // Inserted last job first, so that the batch keeps its order; a stored id is
+                // moved (its row gets the new number) and replaced.
+                let statement = try db.cachedStatement(
+                    sql: """
+                        INSERT INTO \(jobTable) (sequence, queueName, jobID, payload)
+                        VALUES ((SELECT COALESCE(MIN(sequence), 1) FROM \(jobTable)) - 1, ?, ?, ?)
+                        ON CONFLICT (queueName, jobID) DO UPDATE SET sequence = excluded.sequence, payload = excluded.payload
+                        """
+                )
+                for job in jobs.reversed() {
+                    try statement.execute(arguments: [queue, job.id, job.payload])
+                }
             case .delete(let queue, let id):
                 try db.cachedStatement(sql: "DELETE FROM \(jobTable) WHERE queueName = ? AND jobID = ?")
                     .execute(arguments: [queue, id])
@@ -149,12 +166,32 @@ final class SQLiteJobStore: Sendable {
         let payload: [UInt8]
     }
 
-    /// Up to `limit` of the queue's rows after `sequence`, in order, in one short read: no
-    /// database access is held while the caller decodes them (the job type's `init(from:)` is
-    /// the user's code, and may use the database itself).
-    func rows(queue: String, after sequence: Int64, limit: Int) throws(PersistenceError) -> [StoredRow] {
+    /// Hands `body` every row of `queue`, in order, `limit` rows at a time, all read from one
+    /// snapshot of the file: a job that ``persistFirst`` moves below the rows already read
+    /// while the pages are read is not missed (with one read per page it was). Each page is
+    /// one short read of the snapshot's own connection, and `body` runs outside it: the job
+    /// type's `init(from:)` is the user's code, and may use the database itself.
+    func forEachPage(queue: String, limit: Int, _ body: ([StoredRow]) -> Void) throws(PersistenceError) {
+        let snapshot: DatabaseSnapshot
         do {
-            return try pool.read { db in
+            snapshot = try pool.makeSnapshot()
+        } catch {
+            throw Self.translate(error, path: path, action: .read)
+        }
+        var after = Int64.min
+        while true {
+            let page = try rows(queue: queue, after: after, limit: limit, from: snapshot)
+            guard let last = page.last else { return }
+            after = last.sequence
+            body(page)
+            if page.count < limit { return }
+        }
+    }
+
+    /// Up to `limit` of the queue's rows after `sequence`, in order, in one short read of `reader`.
+    private func rows(queue: String, after sequence: Int64, limit: Int, from reader: some DatabaseReader) throws(PersistenceError) -> [StoredRow] {
+        do {
+            return try reader.read { db in
                 let rows = try Row.fetchCursor(
                     db,
                     sql: "SELECT sequence, jobID, payload FROM \(Self.jobTable) WHERE queueName = ? AND sequence > ? "

@@ -10,8 +10,10 @@
 // With a fifth argument `file-size-fault` it runs the file-size fault instead (one thread): 20
 // jobs stored; then the file-size limit (RLIMIT_FSIZE, this process only) lowered to one byte, so
 // that every write past it fails with EFBIG as on a full disk, and 20 jobs tried, each printing
-// `E <id> <error>` when `persist` throws, and the first job deleted (`D <id>`, or `X <id> <error>`
-// when `delete` throws); then the limit raised again, 20 more jobs stored and the second deleted.
+// `E <id> <error>` when `persist` throws, then job 5 stored first again with the action "first"
+// (`F <id>`, or `E <id> <error>` when `persistFirst` throws), and the first job deleted (`D <id>`,
+// or `X <id> <error>` when `delete` throws); then the limit raised again, 20 more jobs stored, the
+// second deleted, stored job 7 and new job 60 stored first (each `F <id>`).
 import Dispatch
 import Foundation
 import GRDB
@@ -119,6 +121,14 @@ let fileSizeResource = __rlimit_resource_t(RLIMIT_FSIZE.rawValue)
 let fileSizeResource = RLIMIT_FSIZE
 #endif
 
+/// Stores job `index`, with the action "first", before every stored job, printing `F <id>` or
+/// `E <id> <error>`.
+func storeFirst(_ index: Int) {
+    var job = faultJob(index)
+    job.action = "first"
+    report(job.id, done: "F", failed: "E") { try persister.persistFirst([job]) }
+}
+
 /// Deletes job `index` (stored before the fault), printing `D <id>` or `X <id> <error>`.
 func remove(_ index: Int) {
     let job = faultJob(index)
@@ -140,10 +150,13 @@ if arguments.count == 6 {
     store(0..<20)
     limitFileSize(to: 1)
     store(20..<40)
+    storeFirst(5)  // a retry during the fault: job 5 must stay as and where it was
     remove(0)  // a completion during the fault
     limitFileSize(to: rlim_t.max)  // RLIM_INFINITY, clamped to the hard limit
     store(40..<60)
     remove(1)
+    storeFirst(7)
+    storeFirst(60)
     say("DONE")
     exit(0)
 }

@@ -57,7 +57,9 @@ public struct JobPersisterCompatFailure: Error, Sendable, CustomStringConvertibl
 /// Give it a factory that opens a persister on a named store: calling the factory twice with
 /// the same name must open the same stored jobs (as a restarted process would), and different
 /// names must be independent stores (for example, different queue names in one folder or one
-/// database file). Then run every check from a test:
+/// database file). A persister that relies on the protocol's default `persistFirst(_:)` fails
+/// the `persistFirst…` checks: the default stores the jobs last. Then run every check from a
+/// test:
 ///
 /// ```swift
 /// @Test(arguments: JobPersisterCompatTest.Check.allCases)
@@ -98,6 +100,14 @@ public struct JobPersisterCompatTest: Sendable {
         case fieldsRoundTripExactly
         /// Concurrent `persist` calls from many threads all land, once each, in each thread's order.
         case concurrentPersistsAllLandOnce
+        /// `persistFirst` stores its jobs, in order, before every stored job, interleaved with
+        /// `persist`, across a reopen, and without touching another store; storing no job does nothing.
+        case persistFirstStoresBeforeEveryStoredJob
+        /// `persistFirst` of a stored id replaces the job and moves it to the front; an id listed
+        /// twice is stored once, at its first place, with its last value.
+        case persistFirstMovesAStoredIDToTheFront
+        /// After deletes and a reopen, `persistFirst` still goes before and `persist` after every stored job.
+        case persistFirstAfterDeletesAndReopening
 
         public var description: String { rawValue }
     }
@@ -218,6 +228,8 @@ public struct JobPersisterCompatTest: Sendable {
             try expectJobs(try open(), [], "after clear and reopening")
             try persister.persist([jobs[5], jobs[2]])
             try expectJobs(try open(), [jobs[5], jobs[2]], "jobs persisted after clear")
+            try persister.persistFirst([jobs[7]])
+            try expectJobs(try open(), [jobs[7], jobs[5], jobs[2]], "a job persisted first after clear")
 
         case .storesAreIsolated:
             let first = try open()
@@ -248,6 +260,70 @@ public struct JobPersisterCompatTest: Sendable {
             try expectJobs(try open(), odd, "odd ids, dates and payloads after reopening")
             for job in odd { try persister.delete(job) }
             try expectJobs(try open(), [], "after deleting each odd job")
+
+        case .persistFirstStoresBeforeEveryStoredJob:
+            let persister = try open()
+            let other = try makePersister(store + "-other")
+            try persister.persistFirst([])
+            try expectJobs(persister, [], "after persistFirst([])")
+            try persister.persistFirst([jobs[0]])
+            try other.persist([jobs[9], jobs[10]])
+            try persister.persist([jobs[1], jobs[2]])
+            try persister.persistFirst([jobs[3], jobs[4]])
+            try other.persistFirst([jobs[11]])
+            try persister.persist([jobs[5]])
+            try persister.persistFirst([jobs[6]])
+            let expected = [jobs[6], jobs[3], jobs[4], jobs[0], jobs[1], jobs[2], jobs[5]]
+            try expectJobs(persister, expected, "persist and persistFirst interleaved")
+            try expectJobs(other, [jobs[11], jobs[9], jobs[10]], "another store, written in between")
+            let reopened = try open()
+            try expectJobs(reopened, expected, "after reopening")
+            try reopened.persistFirst([jobs[7]])
+            try reopened.persist([jobs[8]])
+            try expectJobs(try open(), [jobs[7]] + expected + [jobs[8]], "persistFirst and persist after reopening")
+            try persister.persistFirst([])
+            try expectJobs(try open(), [jobs[7]] + expected + [jobs[8]], "after persistFirst([]) on a full store")
+
+        case .persistFirstMovesAStoredIDToTheFront:
+            let persister = try open()
+            try persister.persist(Array(jobs[0..<4]))
+            var changed = jobs[2]
+            changed.data = Data("changed".utf8)
+            changed.action = "retry"
+            try persister.persistFirst([changed])
+            try expectJobs(persister, [changed, jobs[0], jobs[1], jobs[3]], "after persisting the third id first")
+            try expectJobs(try open(), [changed, jobs[0], jobs[1], jobs[3]], "after moving and reopening")
+            // The job at the front, moved again with a new one: the batch's order wins.
+            try persister.persistFirst([jobs[4], jobs[2]])
+            try expectJobs(try open(), [jobs[4], jobs[2], jobs[0], jobs[1], jobs[3]], "after moving the first job behind a new one")
+            // `persist` of a moved id keeps its new place.
+            try persister.persist([changed])
+            try expectJobs(try open(), [jobs[4], changed, jobs[0], jobs[1], jobs[3]], "after persisting a moved id again")
+            // An id listed twice: stored once, at its first place, with its last value.
+            var last = jobs[3]
+            last.action = "last"
+            try persister.persistFirst([jobs[3], jobs[5], last])
+            try expectJobs(try open(), [last, jobs[5], jobs[4], changed, jobs[0], jobs[1]], "an id listed twice in one batch")
+            // Deleting a moved job removes it for good.
+            try persister.delete(last)
+            try expectJobs(try open(), [jobs[5], jobs[4], changed, jobs[0], jobs[1]], "after deleting a moved job")
+
+        case .persistFirstAfterDeletesAndReopening:
+            let persister = try open()
+            try persister.persist(Array(jobs[0..<3]))
+            try persister.persistFirst([jobs[3]])
+            try persister.delete(jobs[3])
+            try persister.delete(jobs[0])
+            let reopened = try open()
+            try reopened.persistFirst([jobs[4]])
+            try reopened.persist([jobs[5]])
+            try reopened.persistFirst([jobs[0]])
+            try expectJobs(try open(), [jobs[0], jobs[4], jobs[1], jobs[2], jobs[5]], "after deleting the first jobs, reopening and adding")
+            for job in [jobs[0], jobs[4], jobs[1], jobs[2], jobs[5]] { try reopened.delete(job) }
+            let emptied = try open()
+            try emptied.persist([jobs[6]])
+            try emptied.persistFirst([jobs[7]])
+            try expectJobs(try open(), [jobs[7], jobs[6]], "a store emptied by deletes")
 
         case .concurrentPersistsAllLandOnce:
             let persister = try open()

@@ -43,4 +43,17 @@ struct CompatTests {
         }
         #expect(error?.check == .loadReturnsJobsInPersistOrder)
     }
+    @Test func aPersisterOnTheProtocolsDefaultPersistFirstFailsOnlyThePersistFirstChecks() async throws {
+        // One store shared by every name is enough for the single-store checks run here.
+        let persister = AppendOnlyPersister()
+        let suite = JobPersisterCompatTest { _ in persister }
+        try await suite.run(.loadReturnsJobsInPersistOrder)
+        for check in [JobPersisterCompatTest.Check.persistFirstMovesAStoredIDToTheFront, .persistFirstAfterDeletesAndReopening] {
+            persister.clear(completion: nil)
+            let error = await #expect(throws: JobPersisterCompatFailure.self) {
+                try await suite.run(check)
+            }
+            #expect(error?.check == check)
+        }
+    }
 }

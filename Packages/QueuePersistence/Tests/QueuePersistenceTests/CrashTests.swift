@@ -32,6 +32,8 @@ struct CrashTests {
     /// raises it again. Each `persist` during the fault throws `writeFailed`; every job
     /// acknowledged before and after it is stored intact and in order, none that failed
     /// appears, no temporary file is left behind, and the persister works again by itself.
+    /// A `persistFirst` of a stored job during the fault throws too and leaves the job as and
+    /// where it was; after the fault, `persistFirst` moves a stored job and puts a new one first.
     @Test(arguments: ["file", "sqlite"])
     func aFullDiskFailsEachPersistWithATypedErrorAndLosesNothing(_ backend: String) async throws {
         let directory = try TemporaryDirectory()
@@ -42,7 +44,9 @@ struct CrashTests {
         let acknowledged = lines.filter { $0.hasPrefix("P ") }.map { String($0.dropFirst(2)) }
         let failed = lines.filter { $0.hasPrefix("E ") }
         #expect(acknowledged == (0..<20).map { "f-\($0)" } + (40..<60).map { "f-\($0)" }, "stored before and after the fault")
-        #expect(failed.count == 20, "every persist during the fault failed")
+        #expect(failed.count == 21, "every persist and the persistFirst during the fault failed")
+        #expect(failed.contains { $0.hasPrefix("E f-5 ") }, "the persistFirst during the fault failed")
+        #expect(lines.filter { $0.hasPrefix("F ") } == ["F f-7", "F f-60"], "stored first after the fault")
         for line in failed {
             #expect(line.contains("writeFailed"), "a typed error: \(line)")
         }
@@ -52,10 +56,12 @@ struct CrashTests {
         let deletedDuringFault = lines.contains("D f-0")
         #expect(deletedDuringFault || lines.contains { $0.hasPrefix("X f-0 ") && $0.contains("deleteFailed") }, "\(lines)")
         #expect(lines.contains("D f-1"))
-        let stored = acknowledged.filter { $0 != "f-1" && ($0 != "f-0" || !deletedDuringFault) }
+        let stored = ["f-60", "f-7"]
+            + acknowledged.filter { $0 != "f-1" && $0 != "f-7" && ($0 != "f-0" || !deletedDuringFault) }
 
         let loaded = try Self.open(backend, location).load()
         #expect(loaded.map(\.id) == stored, "every acknowledged job, in order, and no other")
+        #expect(loaded.filter { $0.action == "first" }.map(\.id) == ["f-60", "f-7"], "f-5 kept its value")
         for job in loaded {
             #expect(job.data == Data(String(repeating: job.id + ";", count: 8).utf8), "\(job.id) damaged")
         }

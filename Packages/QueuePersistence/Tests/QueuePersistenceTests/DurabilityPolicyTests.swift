@@ -73,9 +73,10 @@ struct DurabilityPolicyTests {
         let queue = try JobQueue(handling: CuteJob.self, name: "batch", persister: persister)
         let folder = try #require(persister.directory)
         // A directory where the second job's temporary file must go: its write fails with
-        // EISDIR (for root too) after the first job's file was written.
+        // EISDIR (for root too) after the first job's file was written. A new folder numbers its
+        // jobs from 10^19 (the numbers below are for jobs stored first).
         try FileManager.default.createDirectory(
-            at: folder.appendingPathComponent(".tmp-00000000000000000002-b.job"),
+            at: folder.appendingPathComponent(".tmp-10000000000000000001-b.job"),
             withIntermediateDirectories: false
         )
         let error = #expect(throws: QueueError.self) { try queue.enqueue([CuteJob(id: "a"), CuteJob(id: "b")]) }

@@ -1,5 +1,7 @@
+import Dispatch
 import Foundation
 @testable import QueuePersistence
+import Synchronization
 import Testing
 import QueueCoreTesting
 
@@ -209,5 +211,199 @@ struct FileBasedPersisterTests {
         }
         let long = String(repeating: "x", count: 500)
         #expect(FileJobStore.parse(fileName: FileJobStore.fileName(sequence: 7, id: long))?.id == nil)
+    }
+    // MARK: - persistFirst
+
+    /// The job files of `folder`, by name, in name order (which is load order).
+    private func jobFiles(_ folder: URL) -> [String] {
+        filesBelow(folder).filter { $0.hasSuffix(".job") && !$0.contains("/") }
+    }
+
+    @Test func aNewFolderNumbersJobsFromTheMiddleAndJobsStoredFirstBelowIt() throws {
+        let directory = try TemporaryDirectory()
+        let persister = FileBasedPersister(handling: CuteJob.self, queueName: "q", directory: directory.url)
+        try persister.persist([CuteJob(id: "a"), CuteJob(id: "b")])
+        try persister.persistFirst([CuteJob(id: "r"), CuteJob(id: "s")])
+        try persister.persistFirst([CuteJob(id: "t")])
+        let folder = try #require(persister.directory)
+        #expect(jobFiles(folder) == [
+            "09999999999999999997-t.job",
+            "09999999999999999998-r.job",
+            "09999999999999999999-s.job",
+            "10000000000000000000-a.job",
+            "10000000000000000001-b.job",
+        ])
+        #expect(try persister.load().map(\.id) == ["t", "r", "s", "a", "b"])
+    }
+
+    @Test func movingAStoredJobToTheFrontLeavesOneFileOfIt() throws {
+        let directory = try TemporaryDirectory()
+        let persister = FileBasedPersister(handling: CuteJob.self, queueName: "q", directory: directory.url)
+        try persister.persist([CuteJob(id: "a"), CuteJob(id: "b", action: "old")])
+        try persister.persistFirst([CuteJob(id: "b", action: "new")])
+        let folder = try #require(persister.directory)
+        #expect(jobFiles(folder) == ["09999999999999999999-b.job", "10000000000000000000-a.job"])
+        #expect(filesBelow(folder).allSatisfy { !$0.contains(".tmp-") })
+        let reopened = FileBasedPersister(handling: CuteJob.self, queueName: "q", directory: directory.url)
+        #expect(try reopened.load().map(\.action) == ["new", ""])
+    }
+
+    /// A folder numbered from 1 (as written before `persistFirst` existed) has room below its
+    /// lowest number for that many jobs; then every file is renumbered once, in order.
+    @Test func aFolderNumberedFromOneIsRenumberedOnceWhenItHasNoRoomLeftAndKeepsItsOrder() throws {
+        let directory = try TemporaryDirectory()
+        let folder = directory.file("old")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let old = [CuteJob(id: "old-2", action: "a"), CuteJob(id: "old-3", action: "b")]
+        for (index, job) in old.enumerated() {
+            try JSONEncoder().encode(job).write(to: folder.appendingPathComponent("0000000000000000000\(index + 2)-\(job.id).job"))
+        }
+        let persister = FileBasedPersister(handling: CuteJob.self, queueName: "old", directory: directory.url)
+        // Room for one (number 1) and one more (number 0): no file is renamed.
+        try persister.persistFirst([CuteJob(id: "r1")])
+        try persister.persistFirst([CuteJob(id: "r0")])
+        #expect(jobFiles(folder) == [
+            "00000000000000000000-r0.job", "00000000000000000001-r1.job",
+            "00000000000000000002-old-2.job", "00000000000000000003-old-3.job",
+        ])
+        // No room below 0: every file moves up by 10^19, and the new jobs go below them.
+        try persister.persistFirst([CuteJob(id: "s"), CuteJob(id: "t")])
+        try persister.persist([CuteJob(id: "last")])
+        let expected = ["s", "t", "r0", "r1", "old-2", "old-3", "last"]
+        #expect(jobFiles(folder) == [
+            "09999999999999999998-s.job", "09999999999999999999-t.job",
+            "10000000000000000000-r0.job", "10000000000000000001-r1.job",
+            "10000000000000000002-old-2.job", "10000000000000000003-old-3.job",
+            "10000000000000000004-last.job",
+        ])
+        #expect(try persister.load().map(\.id) == expected)
+        // Deletes find the renamed files; a reopened folder agrees.
+        try persister.delete(CuteJob(id: "old-2"))
+        let reopened = FileBasedPersister(handling: CuteJob.self, queueName: "old", directory: directory.url)
+        #expect(try reopened.load().map(\.id) == expected.filter { $0 != "old-2" })
+        #expect(try reopened.load().first { $0.id == "old-3" }?.action == "b")
+    }
+
+    /// A crash during the renumbering leaves the highest files moved and the rest not: the
+    /// order is the same, and the next `persistFirst` that needs room moves the rest.
+    @Test func aRenumberingCutShortByACrashKeepsTheOrderAndIsCarriedOn() throws {
+        let directory = try TemporaryDirectory()
+        let folder = directory.file("cut")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let names = [
+            "00000000000000000000-a.job", "00000000000000000001-b.job",
+            "10000000000000000002-c.job", "10000000000000000003-d.job",
+        ]
+        for name in names {
+            let id = String(name.dropFirst(21).dropLast(4))
+            try JSONEncoder().encode(CuteJob(id: id)).write(to: folder.appendingPathComponent(name))
+        }
+        let persister = FileBasedPersister(handling: CuteJob.self, queueName: "cut", directory: directory.url)
+        #expect(try persister.load().map(\.id) == ["a", "b", "c", "d"])
+        try persister.persist([CuteJob(id: "e")])
+        try persister.persistFirst([CuteJob(id: "r")])
+        #expect(try persister.load().map(\.id) == ["r", "a", "b", "c", "d", "e"])
+        #expect(jobFiles(folder).first == "09999999999999999999-r.job")
+        #expect(jobFiles(folder).allSatisfy { $0.hasPrefix("09") || $0.hasPrefix("10") })
+        let reopened = FileBasedPersister(handling: CuteJob.self, queueName: "cut", directory: directory.url)
+        #expect(try reopened.load().map(\.id) == ["r", "a", "b", "c", "d", "e"])
+    }
+
+    /// The process died after moving a stored job to the front and before removing its old
+    /// file: the new file loads, opening the folder removes the old one, and the job, once
+    /// deleted, does not come back.
+    @Test func anOldFileLeftByACrashWhileMovingAJobToTheFrontIsRemovedWhenTheFolderIsOpened() throws {
+        let directory = try TemporaryDirectory()
+        let folder = directory.file("moved")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let files = [
+            ("09999999999999999999-x.job", CuteJob(id: "x", action: "new")),
+            ("10000000000000000000-x.job", CuteJob(id: "x", action: "old")),
+            ("10000000000000000001-y.job", CuteJob(id: "y")),
+        ]
+        for (name, job) in files {
+            try JSONEncoder().encode(job).write(to: folder.appendingPathComponent(name))
+        }
+        let persister = FileBasedPersister(handling: CuteJob.self, queueName: "moved", directory: directory.url)
+        #expect(try persister.load().map(\.action) == ["new", ""])
+        #expect(jobFiles(folder) == ["09999999999999999999-x.job", "10000000000000000001-y.job"])
+        try persister.delete(CuteJob(id: "x"))
+        let reopened = FileBasedPersister(handling: CuteJob.self, queueName: "moved", directory: directory.url)
+        #expect(try reopened.load().map(\.id) == ["y"])
+    }
+
+    /// If the job's front file is damaged, the older copy behind it is kept, not removed: the
+    /// damaged file is moved aside, the copy loads in its place, and a delete removes it.
+    @Test func anOldCopyBehindADamagedFileIsKeptAndLoadsInItsPlace() throws {
+        let directory = try TemporaryDirectory()
+        let folder = directory.file("damaged")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try Data("{\"id\":\"x\",\"cut".utf8).write(to: folder.appendingPathComponent("09999999999999999999-x.job"))
+        try JSONEncoder().encode(CuteJob(id: "x", action: "old")).write(to: folder.appendingPathComponent("10000000000000000000-x.job"))
+        try JSONEncoder().encode(CuteJob(id: "y")).write(to: folder.appendingPathComponent("10000000000000000001-y.job"))
+
+        let persister = FileBasedPersister(handling: CuteJob.self, queueName: "damaged", directory: directory.url)
+        #expect(try persister.load().map(\.action) == ["old", ""])
+        #expect(persister.loadIssues.map(\.code) == [.corruptJob])
+        #expect(jobFiles(folder) == ["10000000000000000000-x.job", "10000000000000000001-y.job"])
+        try persister.delete(CuteJob(id: "x"))
+        let reopened = FileBasedPersister(handling: CuteJob.self, queueName: "damaged", directory: directory.url)
+        #expect(try reopened.load().map(\.id) == ["y"])
+    }
+
+    /// Moving a stored job to the front renames its file: a load that listed the folder
+    /// before the move must not miss the job (it did, in 53 of 300 loads, before loads read
+    /// again after a move).
+    @Test func aLoadWhileJobsAreMovedToTheFrontSeesEveryJobOnce() throws {
+        let directory = try TemporaryDirectory()
+        let persister = FileBasedPersister(handling: CuteJob.self, queueName: "q", directory: directory.url)
+        let jobs = (0..<20).map { CuteJob(id: "j\($0)") }
+        try persister.persist(jobs)
+        let bad = Mutex<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 2) { worker in
+            for round in 0..<300 {
+                do {
+                    if worker == 0 {
+                        try persister.persistFirst([jobs[round % 20]])
+                    } else {
+                        let ids = try persister.load().map(\.id)
+                        if ids.count != 20 || Set(ids).count != 20 { bad.withLock { $0.append("\(ids.count) jobs") } }
+                    }
+                } catch {
+                    bad.withLock { $0.append("\(error)") }
+                }
+            }
+        }
+        #expect(bad.withLock { $0 }.isEmpty)
+        // Each job was moved to the front last in the order 0 … 19: 19 is first.
+        #expect(try persister.load().map(\.id) == (0..<20).reversed().map { "j\($0)" })
+    }
+
+    /// A write that fails (here: a directory is in the way of the second job's temporary file,
+    /// so `unlink` fails with EISDIR) stores none of the batch and leaves every stored job in
+    /// its place; the persister works again once the obstacle is gone.
+    @Test func aPersistFirstWhoseWriteFailsStoresNothingAndMovesNothing() throws {
+        let directory = try TemporaryDirectory()
+        let persister = FileBasedPersister(handling: CuteJob.self, queueName: "q", directory: directory.url)
+        try persister.persist([CuteJob(id: "a"), CuteJob(id: "b", action: "old")])
+        let folder = try #require(persister.directory)
+        let obstacle = folder.appendingPathComponent(".tmp-09999999999999999999-b.job")
+        try FileManager.default.createDirectory(at: obstacle, withIntermediateDirectories: false)
+
+        let error = #expect(throws: PersistenceError.self) {
+            try persister.persistFirst([CuteJob(id: "new"), CuteJob(id: "b", action: "moved")])
+        }
+        #expect(error?.code == .writeFailed)
+        #expect(error?.jobID == "b")
+        #expect(try persister.load().map(\.id) == ["a", "b"])
+        #expect(try persister.load().last?.action == "old")
+        #expect(jobFiles(folder) == ["10000000000000000000-a.job", "10000000000000000001-b.job"])
+        #expect(filesBelow(folder).allSatisfy { !$0.contains(".tmp-") }, "the first job's temporary file is removed")
+
+        try FileManager.default.removeItem(at: obstacle)
+        try persister.persistFirst([CuteJob(id: "new"), CuteJob(id: "b", action: "moved")])
+        let reopened = FileBasedPersister(handling: CuteJob.self, queueName: "q", directory: directory.url)
+        #expect(try reopened.load().map(\.id) == ["new", "b", "a"])
+        #expect(try reopened.load()[1].action == "moved")
     }
 }

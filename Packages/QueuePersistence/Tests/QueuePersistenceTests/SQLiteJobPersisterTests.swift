@@ -298,4 +298,138 @@ struct SQLiteJobPersisterTests {
         _ = await finished.values(count: 16)
         #expect(missing.values.isEmpty)
     }
+    // MARK: - persistFirst
+
+    /// The rows' `sequence` numbers of `queue`, in load order.
+    private static func sequences(_ persister: SQLiteJobPersister<CuteJob>, _ queue: String) throws -> [Int64] {
+        try persister.store.pool.read { db in
+            try Int64.fetchAll(db, sql: "SELECT sequence FROM queuePersistenceJob WHERE queueName = ? ORDER BY sequence", arguments: [queue])
+        }
+    }
+
+    /// `sequence` is one column for every queue of the file: a job stored first goes below the
+    /// lowest row of the whole file, so it never takes another queue's number.
+    @Test func jobsStoredFirstGoBelowEveryRowOfTheFileNotJustTheirQueues() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("shared.sqlite").path
+        let first = try SQLiteJobPersister(handling: CuteJob.self, queueName: "first", path: path)
+        let second = try SQLiteJobPersister(handling: CuteJob.self, queueName: "second", path: path)
+        try second.persist([CuteJob(id: "s1")])
+        try first.persist([CuteJob(id: "f1"), CuteJob(id: "f2")])
+        try second.persistFirst([CuteJob(id: "s0")])
+        try first.persistFirst([CuteJob(id: "f0")])
+        #expect(try Self.sequences(second, "second") == [0, 1])
+        #expect(try Self.sequences(first, "first") == [-1, 2, 3])
+        #expect(try first.load().map(\.id) == ["f0", "f1", "f2"])
+        #expect(try second.load().map(\.id) == ["s0", "s1"])
+    }
+
+    /// A batch that fails half-way (a trigger refuses its first job, which is inserted last)
+    /// is rolled back: the jobs inserted before it are gone again and a moved job is back in
+    /// its old place with its old value.
+    @Test func aPersistFirstThatFailsHalfWayIsRolledBackWhole() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("rollback.sqlite").path
+        let persister = try SQLiteJobPersister(handling: CuteJob.self, queueName: "q", path: path)
+        try persister.persist([CuteJob(id: "a"), CuteJob(id: "b", action: "old")])
+        try persister.store.pool.write { db in
+            try db.execute(
+                sql: """
+                    CREATE TRIGGER refusePoison BEFORE INSERT ON queuePersistenceJob
+                    WHEN NEW.jobID = 'poison' BEGIN SELECT RAISE(ABORT, 'poison refused'); END
+                    """
+            )
+        }
+        let error = #expect(throws: QueuePersistence.PersistenceError.self) {
+            try persister.persistFirst([CuteJob(id: "poison"), CuteJob(id: "b", action: "moved"), CuteJob(id: "new")])
+        }
+        #expect(error?.code == .writeFailed)
+        #expect(try persister.load().map(\.id) == ["a", "b"])
+        #expect(try persister.load().last?.action == "old")
+        #expect(try Self.sequences(persister, "q") == [1, 2])
+
+        try persister.persistFirst([CuteJob(id: "b", action: "moved"), CuteJob(id: "new")])
+        #expect(try persister.load().map(\.id) == ["b", "new", "a"])
+        #expect(try persister.load().first?.action == "moved")
+    }
+
+    /// A load reads more than one page of rows; a job that `persistFirst` moves below the rows
+    /// already read while it does must not be missed (every such load missed jobs when each
+    /// page was its own read; now every page comes from one snapshot).
+    @Test func aLoadOfManyPagesWhileJobsAreMovedToTheFrontSeesEveryJobOnce() async throws {
+        let directory = try TemporaryDirectory()
+        let persister = try SQLiteJobPersister(handling: CuteJob.self, queueName: "q", path: directory.file("pages.sqlite").path)
+        let count = SQLiteJobPersister<CuteJob>.pageSize + 2_000
+        let jobs = (0..<count).map { CuteJob(id: "j\($0)") }
+        try persister.persist(jobs)
+        let loadsDone = Atomic(false)
+        let firstMove = EventCollector<Bool>()
+        let moverDone = EventCollector<Bool>()
+        Thread.detachNewThread {
+            // Moves jobs from the last page to the front until the loads are done.
+            var index = count - 1
+            var first = true
+            while !loadsDone.load(ordering: .acquiring) {
+                let stored = (try? persister.persistFirst([jobs[index]])) != nil
+                if first { firstMove.record(stored) }
+                first = false
+                index = index == count - 2_000 ? count - 1 : index - 1
+            }
+            moverDone.record(true)
+        }
+        #expect(await firstMove.values(count: 1) == [true])
+        var bad: [String] = []
+        for _ in 0..<5 {
+            let ids = try persister.load().map(\.id)
+            if ids.count != count || Set(ids).count != count { bad.append("\(ids.count) jobs, \(Set(ids).count) distinct") }
+        }
+        loadsDone.store(true, ordering: .releasing)
+        _ = await moverDone.values(count: 1)
+        #expect(bad.isEmpty)
+        #expect(Set(try persister.load().map(\.id)) == Set(jobs.map(\.id)))
+    }
+
+    /// A real lock held by another connection: `persistFirst` waits out its busy timeout,
+    /// throws, and changes nothing; once the lock is released it works.
+    @Test func aPersistFirstBlockedByAnotherConnectionsLockThrowsAndChangesNothing() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("locked.sqlite").path
+        let persister = try SQLiteJobPersister(
+            handling: CuteJob.self,
+            queueName: "q",
+            path: path,
+            configuration: .init(busyTimeout: .milliseconds(100))
+        )
+        try persister.persist([CuteJob(id: "a"), CuteJob(id: "b")])
+        let other = try DatabaseQueue(path: path)
+        let locked = EventCollector<Bool>()
+        let release = DispatchSemaphore(value: 0)
+        let done = EventCollector<Bool>()
+        Thread.detachNewThread {
+            do {
+                try other.write { db in
+                    try db.execute(sql: "CREATE TABLE holdTheLock (x)")
+                    locked.record(true)
+                    release.wait()
+                    return
+                }
+                done.record(true)
+            } catch {
+                locked.record(false)
+                done.record(false)
+            }
+        }
+        #expect(await locked.values(count: 1) == [true])
+        let error = #expect(throws: QueuePersistence.PersistenceError.self) {
+            try persister.persistFirst([CuteJob(id: "r"), CuteJob(id: "b", action: "moved")])
+        }
+        release.signal()
+        #expect(await done.values(count: 1) == [true])
+        #expect(error?.code == .writeFailed)
+        #expect(try persister.load().map(\.id) == ["a", "b"])
+        #expect(try persister.load().last?.action == "")
+
+        try persister.persistFirst([CuteJob(id: "r"), CuteJob(id: "b", action: "moved")])
+        #expect(try persister.load().map(\.id) == ["r", "b", "a"])
+    }
 }

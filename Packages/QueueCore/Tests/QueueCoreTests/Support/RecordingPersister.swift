@@ -8,6 +8,7 @@ final class RecordingPersister: JobPersister, Sendable {
 
     enum Call: Equatable {
         case persist([String])
+        case persistFirst([String])
         case delete(String)
         case load
         case clear
@@ -49,6 +50,25 @@ final class RecordingPersister: JobPersister, Sendable {
         }
     }
 
+    /// Stores `jobs` ahead of every stored job (a stored id moves to the front); when
+    /// `failing`, throws and changes nothing.
+    func persistFirst(_ jobs: [CuteJob]) throws {
+        try state.withLock { state in
+            state.calls.append(.persistFirst(jobs.map(\.id)))
+            if state.failing { throw TestFailure(reason: "disk full") }
+            var front: [CuteJob] = []
+            for job in jobs {
+                if let index = front.firstIndex(where: { $0.id == job.id }) {
+                    front[index] = job
+                } else {
+                    front.append(job)
+                }
+            }
+            state.jobs.removeAll { stored in front.contains { $0.id == stored.id } }
+            state.jobs.insert(contentsOf: front, at: 0)
+        }
+    }
+
     func delete(_ job: CuteJob) throws {
         try state.withLock { state in
             state.calls.append(.delete(job.id))
@@ -73,4 +93,23 @@ final class RecordingPersister: JobPersister, Sendable {
         }
         completion?(failing ? TestFailure(reason: "cannot clear") : nil)
     }
+}
+
+/// A persister written against the seed's four requirements only (`persist`, `delete`, `load`,
+/// `clear`), as a third party's would be: it gets the protocol's default `persistFirst`. It
+/// stores through a ``RecordingPersister``, so a test sees which calls the default made.
+final class SeedShapedPersister: JobPersister, Sendable {
+    let recording: RecordingPersister
+
+    init(_ recording: RecordingPersister = RecordingPersister()) {
+        self.recording = recording
+    }
+
+    func persist(_ jobs: [CuteJob]) throws { try recording.persist(jobs) }
+
+    func delete(_ job: CuteJob) throws { try recording.delete(job) }
+
+    func load() throws -> [CuteJob] { try recording.load() }
+
+    func clear(completion: (@Sendable ((any Error)?) -> Void)?) { recording.clear(completion: completion) }
 }
