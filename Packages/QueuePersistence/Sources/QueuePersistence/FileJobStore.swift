@@ -28,6 +28,9 @@ final class FileJobStore: Sendable {
         var isOpen = false
         /// The number the next job stored last gets.
         var nextSequence: UInt64 = FileJobStore.middleSequence
+        /// `nextSequence` is taken: a job file carries the highest number there is (a file this
+        /// version did not write, or 2^64 jobs stored), so no job can be stored last.
+        var sequencesUsedUp = false
         /// At most the lowest number in use (deletes do not raise it); `nil` while none is.
         var lowestSequence: UInt64?
         /// Job id -> file name.
@@ -193,7 +196,11 @@ final class FileJobStore: Sendable {
         }
         state.index = index
         state.staleCopies = staleCopies
-        state.nextSequence = highest.map { $0 + 1 } ?? Self.middleSequence
+        // A file numbered 2^64 - 1 (not one this store wrote) leaves no number to store after it:
+        // `persist` then throws instead of overflowing.
+        let next = highest.map { $0.addingReportingOverflow(1) } ?? (partialValue: Self.middleSequence, overflow: false)
+        state.nextSequence = next.overflow ? .max : next.partialValue
+        state.sequencesUsedUp = next.overflow
         state.lowestSequence = lowest
         state.isOpen = true
     }
@@ -218,13 +225,25 @@ final class FileJobStore: Sendable {
             var names: [(id: String, name: String, isNew: Bool)] = []
             names.reserveCapacity(jobs.count)
             var nextSequence = state.nextSequence
+            var usedUp = state.sequencesUsedUp
             var batchIndex: [String: String] = [:]
             for job in jobs {
                 if let existing = batchIndex[job.id] ?? state.index[job.id] {
                     names.append((job.id, existing, false))
                 } else {
+                    guard !usedUp else {
+                        throw PersistenceError(
+                            code: .writeFailed,
+                            message: "No job can be stored after the last one of this folder: a job file carries the highest "
+                                + "number there is (\(UInt64.max)), so none of the \(jobs.count) job(s) was stored. "
+                                + "Move that file away and open the folder again, or use another queue name.",
+                            path: directory,
+                            jobID: job.id
+                        )
+                    }
                     let name = Self.fileName(sequence: nextSequence, id: job.id)
-                    nextSequence += 1
+                    let next = nextSequence.addingReportingOverflow(1)
+                    if next.overflow { usedUp = true } else { nextSequence = next.partialValue }
                     batchIndex[job.id] = name
                     names.append((job.id, name, true))
                 }
@@ -253,6 +272,7 @@ final class FileJobStore: Sendable {
                 state.lowestSequence = state.nextSequence
             }
             state.nextSequence = nextSequence
+            state.sequencesUsedUp = usedUp
             var renamed: [(id: String, name: String, isNew: Bool)] = []
             for entry in names where !renamed.contains(where: { $0.name == entry.name }) {
                 do {

@@ -112,6 +112,29 @@ struct FileBasedPersisterTests {
         #expect(filesBelow(directory.url).allSatisfy { $0.hasPrefix("Photo-Uploads_v1/") })
     }
 
+    @Test func aJobFileWithTheHighestNumberThereIsFailsPersistWithATypedErrorNotATrap() throws {
+        // A file this version would never write: its number leaves none to store a job after it
+        // (opening the folder computed `number + 1` and trapped).
+        let directory = try TemporaryDirectory()
+        let folder = directory.file("Uploads")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let last = CuteJob(id: "last", action: "a")
+        try JSONEncoder().encode(last).write(to: folder.appendingPathComponent("\(UInt64.max)-last.job"))
+        let persister = FileBasedPersister(handling: CuteJob.self, queueName: "Uploads", directory: directory.url)
+        #expect(try persister.load() == [last])
+        let error = #expect(throws: PersistenceError.self) { try persister.persist([CuteJob(id: "new")]) }
+        #expect(error?.code == .writeFailed)
+        #expect(error?.message.contains("highest number") == true, "\(String(describing: error))")
+        // Storing first still has room, and the stored jobs are as they were.
+        let first = CuteJob(id: "first")
+        try persister.persistFirst([first])
+        #expect(try persister.load() == [first, last])
+        // Replacing a stored job needs no new number.
+        let replaced = CuteJob(id: "last", action: "b")
+        try persister.persist([replaced])
+        #expect(try persister.load() == [first, replaced])
+    }
+
     @Test func eachJobIsOneFileAndNoTemporaryFileRemains() throws {
         let directory = try TemporaryDirectory()
         let persister = FileBasedPersister(handling: CuteJob.self, queueName: "Uploads", directory: directory.url)
