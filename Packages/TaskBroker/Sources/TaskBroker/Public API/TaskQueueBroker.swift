@@ -236,6 +236,11 @@ public final class TaskQueueBroker: Service, Sendable {
         engine.events.stream()
     }
 
+    /// The engine's own bookkeeping (actions in flight, timers held), for tests.
+    func engineView() -> BrokerView {
+        engine.view()
+    }
+
     /// The state of every stored queue this broker claims, including the action it is running and
     /// whether it waits on storage.
     ///
