@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make soak DURATION=600`: the demo's workload, kept flowing for DURATION seconds (default 600)
 # through `queuekit soak`, on a new SQLite file (or, with SOAK_DATABASE=postgres, on a throwaway
-# PostgreSQL cluster with 3 workers). During the first half a random worker is SIGKILLed every
-# 0.5-3 s and started again; during the second half each worker's resident memory and open file
+# PostgreSQL cluster with 3 workers). During the first third a random worker is SIGKILLed every
+# 0.5-3 s and started again; after that each worker's resident memory and open file
 # descriptors are sampled. Fails on any lost, doubled, reordered or overlapping upload, on a
 # re-run that no kill explains, or on memory or descriptors that grow (a fitted slope above
 # 10 MB/min or 2 fds/min). Extra arguments go to `queuekit soak` (`queuekit soak --help`).

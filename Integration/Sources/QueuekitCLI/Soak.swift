@@ -11,8 +11,8 @@ struct Soak: AsyncParsableCommand {
         abstract: "Run the demo's workload for --duration seconds with random SIGKILLs of the workers, and check nothing was lost, repeated, reordered or leaked.",
         discussion: """
             Starts --workers `queuekit work --watch` processes and keeps about --backlog \
-            uploads queued for them. During the first half it SIGKILLs a random worker every \
-            --kill-min to --kill-max seconds and starts it again. During the second half no worker \
+            uploads queued for them. During the first third it SIGKILLs a random worker every \
+            --kill-min to --kill-max seconds and starts it again. During the rest no worker \
             is killed, and each one's resident memory and open file descriptors are sampled \
             (Linux /proc) and a line is fitted through them. Then it stops enqueuing, waits until \
             every upload is done, stops the workers with SIGTERM, and checks: every acknowledged \
@@ -24,7 +24,7 @@ struct Soak: AsyncParsableCommand {
 
     @OptionGroup var options: DatabaseOptions
 
-    @Option(help: "Seconds to run (half with kills, half without).")
+    @Option(help: "Seconds to run (a third with kills, the rest without).")
     var duration = 60.0
 
     @Option(help: "Worker processes (default: 1 on SQLite, which runs one worker per file; 3 on PostgreSQL).")
@@ -102,7 +102,7 @@ struct Soak: AsyncParsableCommand {
         let processes = try SoakProcesses(
             count: workerCount, folder: folder, arguments: work.workerArguments(database: options.database) + ["--watch"]
         )
-        say("soak: \(workerCount) worker(s) on \(store.name) for \(Int(duration)) s; kills in the first half, memory sampled in the second; files in \(folder.path)")
+        say("soak: \(workerCount) worker(s) on \(store.name) for \(Int(duration)) s; kills in the first third, memory sampled after it; files in \(folder.path)")
         let run = try await drive(processes, store: store, workload: workload)
         if let samplesFile { try Self.write(run, to: samplesFile) }
         let verdict = try await check(run, processes: processes, store: store, workload: workload)
@@ -127,6 +127,11 @@ struct Soak: AsyncParsableCommand {
         }
     }
 
+    /// When the kills stop: after the first third of the run.
+    static func killsEnd(of duration: Double) -> Double {
+        duration / 3
+    }
+
     /// What the run did, for the checks.
     struct Run: Sendable {
         var enqueued = 0
@@ -140,14 +145,14 @@ struct Soak: AsyncParsableCommand {
         var stopProblems: [String] = []
     }
 
-    /// Keeps the backlog full, kills workers in the first half, samples in the second, then drains.
+    /// Keeps the backlog full, kills workers in the first third, samples after it, then drains.
     private func drive(_ processes: SoakProcesses, store: Store, workload: Workload) async throws -> Run {
         var run = Run()
         run.samples = Array(repeating: [], count: processes.count)
         let clock = ContinuousClock()
         let start = clock.now
         let end = start + .seconds(duration)
-        let killsEnd = start + .seconds(duration / 2)
+        let killsEnd = start + .seconds(Self.killsEnd(of: duration))
         var nextKill = start + .seconds(Double.random(in: killMin...killMax))
         var nextRefill = start
         var nextSample = killsEnd
@@ -227,12 +232,13 @@ struct Soak: AsyncParsableCommand {
         let reRuns = trace.reRuns(kills: kills)
         let overlaps = trace.overlaps(kills: kills)
         let outOfOrder = trace.outOfOrder(deadLettered: deadLettered)
-        let window = (duration / 2 + min(10, duration / 6))...
+        // Memory is fitted from 10 s after the kills (a new process warms up), at most a sixth of the run.
+        let window = (Self.killsEnd(of: duration) + min(10, duration / 6))...
         let growth = (0..<processes.count).map { ResourceGrowth(run.samples[$0], from: window.lowerBound) }
             + [ResourceGrowth(run.ownSamples, from: window.lowerBound)]
         let names = (0..<processes.count).map { "worker \($0 + 1)" } + ["soak process"]
         var rows: [(String, String)] = [
-            ("ran", String(format: "%.1f s (%.0f s of kills), %d worker(s), %d SIGKILLs survived", run.elapsed.seconds, duration / 2, processes.count, run.kills)),
+            ("ran", String(format: "%.1f s (%.0f s of kills), %d worker(s), %d SIGKILLs survived", run.elapsed.seconds, Self.killsEnd(of: duration), processes.count, run.kills)),
             ("uploads", "\(grouped(run.enqueued)) acknowledged: \(grouped(outcome.uploaded.count)) uploaded, \(grouped(outcome.deadLettered.count)) dead-lettered, \(grouped(outcome.stillQueued)) still queued"),
             ("re-runs", "\(reRuns.total) (at-least-once: uploads a killed worker was running), \(reRuns.unexplained.count) not explained by a kill"),
             ("checks", "\(outcome.lost.count) lost, \(outcome.duplicated.count) done twice, \(outcome.phantom.count) never enqueued, \(outOfOrder.count) out of order, \(overlaps.count) overlapping"),
@@ -244,7 +250,7 @@ struct Soak: AsyncParsableCommand {
         }
         for (name, growth) in zip(names, growth) {
             guard let growth else {
-                rows.append((name, "memory not sampled (needs Linux /proc and \(Int(duration / 2)) s without kills)"))
+                rows.append((name, "memory not sampled (needs Linux /proc and \(Int(duration - Self.killsEnd(of: duration))) s without kills)"))
                 passed = passed && ResourceSample.read(pid: getpid(), at: 0) == nil
                 continue
             }
