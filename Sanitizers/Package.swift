@@ -107,6 +107,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "QueueRetry", package: "QueueRetry"),
                 .product(name: "AsyncPrimitivesTesting", package: "AsyncPrimitives"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
         .testTarget(

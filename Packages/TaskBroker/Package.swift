@@ -25,6 +25,8 @@ let package = Package(
         // NIOCore (ByteBuffer binds) and NIOSSL (TLS settings): postgres-nio builds both anyway.
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.25.0"),
+        // Property-based tests (random inputs with a replayable seed); the tests' only.
+        .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
     ],
     targets: [
         .target(
@@ -76,6 +78,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "QueueRetry", package: "QueueRetry"),
                 .product(name: "AsyncPrimitivesTesting", package: "AsyncPrimitives"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),
     ],
