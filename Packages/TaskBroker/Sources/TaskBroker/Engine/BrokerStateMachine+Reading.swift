@@ -196,8 +196,11 @@ extension BrokerStateMachine {
             return  // the read of this queue already saw this save, or what replaced it
         }
         let previous = locations[id]
+        // The paused head saved again: its pause ends with the old version (`.resumed`, as documented).
+        let resumesPause = state.held.map { $0.id == id && $0.task.pause != nil } ?? false
         removeEntry(id, revision: nil, into: &out)
         if let previous, previous != queueName { markReady(previous) }
+        if resumesPause { out.append(.emit(.resumed(queueName: queueName))) }
         guard var current = queues.removeValue(forKey: queueName) else { return }
         // Binary search for the first waiting action the new one runs before; equal ones stay in front.
         var low = current.head

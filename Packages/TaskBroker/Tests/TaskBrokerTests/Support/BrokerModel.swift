@@ -126,14 +126,12 @@ struct BrokerModel {
     /// cleared; a run of the old version in flight is ignored and the new version runs after it.
     mutating func replace(_ key: String) -> VersionedAction {
         guard let (queue, index) = location(of: key) else { preconditionFailure("\(key) is not stored") }
+        // A paused head saved again: the pause ends with the old version (`.resumed`).
+        if index == 0, isRunning, isPausedNow(queue) { events[queue, default: []].append(.resumed(queueName: queue)) }
         versions += 1
         queues[queue]![index] = Stored(key: key, version: versions)
         if flights[queue]?.run.key == key { flights[queue]?.isCurrent = false }
         if index == 0 { fired.remove(queue) }
-        // A paused head saved again runs at once, but without the `.resumed` that
-        // TaskBrokerEvent.resumed promises for it: a known issue
-        // (BrokerModelTests.aPausedActionSavedAgainIsReportedResumed). The model follows the broker
-        // here so that the random cases check everything else.
         startReadyHeads()
         return VersionedAction(key: key, queueName: queue, version: versions)
     }
