@@ -139,6 +139,8 @@ struct Soak: AsyncParsableCommand {
         var elapsed: Duration = .zero
         /// The samples of each worker slot's last process, and of this process.
         var samples: [[ResourceSample]] = []
+        /// When each slot's last process started, in seconds since the soak began.
+        var lastStart: [Double] = []
         var ownSamples: [ResourceSample] = []
         var drained = true
         /// Workers that did not stop cleanly on SIGTERM.
@@ -149,6 +151,7 @@ struct Soak: AsyncParsableCommand {
     private func drive(_ processes: SoakProcesses, store: Store, workload: Workload) async throws -> Run {
         var run = Run()
         run.samples = Array(repeating: [], count: processes.count)
+        run.lastStart = Array(repeating: 0, count: processes.count)
         let clock = ContinuousClock()
         let start = clock.now
         let end = start + .seconds(duration)
@@ -171,8 +174,10 @@ struct Soak: AsyncParsableCommand {
                 nextRefill = now + .milliseconds(250)
             }
             if now < killsEnd, now >= nextKill {
-                await processes.killAndRestart(Int.random(in: 0..<processes.count))
+                let slot = Int.random(in: 0..<processes.count)
+                await processes.killAndRestart(slot)
                 run.kills += 1
+                run.lastStart[slot] = (clock.now - start).seconds
                 nextKill = clock.now + .seconds(Double.random(in: killMin...killMax))
             }
             if now >= nextSample {
@@ -232,10 +237,11 @@ struct Soak: AsyncParsableCommand {
         let reRuns = trace.reRuns(kills: kills)
         let overlaps = trace.overlaps(kills: kills)
         let outOfOrder = trace.outOfOrder(deadLettered: deadLettered)
-        // Memory is fitted from 10 s after the kills (a new process warms up), at most a sixth of the run.
-        let window = (Self.killsEnd(of: duration) + min(10, duration / 6))...
-        let growth = (0..<processes.count).map { ResourceGrowth(run.samples[$0], from: window.lowerBound) }
-            + [ResourceGrowth(run.ownSamples, from: window.lowerBound)]
+        // Memory is fitted from 10 s after the kills stop, and at least 15 s after a worker's last
+        // start (a new process takes ~10 s to reach its working size; at most a sixth of the run).
+        let quiet = Self.killsEnd(of: duration) + min(10, duration / 6)
+        let growth = (0..<processes.count).map { ResourceGrowth(run.samples[$0], from: max(quiet, run.lastStart[$0] + min(15, duration / 4))) }
+            + [ResourceGrowth(run.ownSamples, from: quiet)]
         let names = (0..<processes.count).map { "worker \($0 + 1)" } + ["soak process"]
         var rows: [(String, String)] = [
             ("ran", String(format: "%.1f s (%.0f s of kills), %d worker(s), %d SIGKILLs survived", run.elapsed.seconds, Self.killsEnd(of: duration), processes.count, run.kills)),
