@@ -14,6 +14,10 @@
 // (`F <id>`, or `E <id> <error>` when `persistFirst` throws), and the first job deleted (`D <id>`,
 // or `X <id> <error>` when `delete` throws); then the limit raised again, 20 more jobs stored, the
 // second deleted, stored job 7 and new job 60 stored first (each `F <id>`).
+//
+// With a fifth argument `read-only-fault` (file persister only) it runs the same steps with the
+// queue folder made read-only (0555) instead of the size limit, as a user other than root (root
+// ignores file modes: the helper then gives the folder to nobody and becomes nobody first).
 import Dispatch
 import Foundation
 import GRDB
@@ -71,11 +75,25 @@ if arguments.count == 3, arguments[1] == "lock" {
         fail("lock failed: \(error)")
     }
 }
-guard arguments.count == 5 || (arguments.count == 6 && arguments[5] == "file-size-fault"), let threads = Int(arguments[4]) else {
-    fail("usage: QueuePersistenceCrashHelper file|sqlite PATH TAG THREADS [file-size-fault]")
+let faults = ["file-size-fault", "read-only-fault"]
+guard arguments.count == 5 || (arguments.count == 6 && faults.contains(arguments[5])), let threads = Int(arguments[4]) else {
+    fail("usage: QueuePersistenceCrashHelper file|sqlite PATH TAG THREADS [file-size-fault|read-only-fault]")
 }
 let location = arguments[2]
 let tag = arguments[3]
+let fault = arguments.count == 6 ? arguments[5] : nil
+
+if fault == "read-only-fault" {
+    guard arguments[1] == "file" else { fail("read-only-fault: the file persister only") }
+    // Root ignores file modes: run as nobody, on a folder nobody owns, so that a read-only folder
+    // refuses this process as it refuses any user's.
+    if geteuid() == 0 {
+        let nobody: UInt32 = 65534
+        guard chown(location, nobody, nobody) == 0, setgroups(0, nil) == 0, setgid(nobody) == 0, setuid(nobody) == 0 else {
+            fail("read-only-fault: could not become nobody: \(errno)")
+        }
+    }
+}
 
 let persister: AnyJobPersister<CrashJob>
 do {
@@ -143,16 +161,23 @@ func limitFileSize(to bytes: rlim_t) {
     guard setrlimit(fileSizeResource, &limit) == 0 else { fail("setrlimit: \(errno)") }
 }
 
-if arguments.count == 6 {
+/// Makes the queue folder read-only (0555), or writable again (0755).
+func setQueueFolder(writable: Bool) {
+    let folder = URL(fileURLWithPath: location).appendingPathComponent("crash").path
+    guard chmod(folder, writable ? 0o755 : 0o555) == 0 else { fail("chmod \(folder): \(errno)") }
+}
+
+if let fault {
     // A write past the limit raises SIGXFSZ, which kills by default: ignored, the write fails
     // with EFBIG instead, which is what a full disk looks like to the persister (ENOSPC).
     signal(SIGXFSZ, SIG_IGN)
     store(0..<20)
-    limitFileSize(to: 1)
+    if fault == "read-only-fault" { setQueueFolder(writable: false) } else { limitFileSize(to: 1) }
     store(20..<40)
     storeFirst(5)  // a retry during the fault: job 5 must stay as and where it was
     remove(0)  // a completion during the fault
-    limitFileSize(to: rlim_t.max)  // RLIM_INFINITY, clamped to the hard limit
+    // RLIM_INFINITY, clamped to the hard limit; or the folder writable again.
+    if fault == "read-only-fault" { setQueueFolder(writable: true) } else { limitFileSize(to: rlim_t.max) }
     store(40..<60)
     remove(1)
     storeFirst(7)

@@ -34,11 +34,14 @@ struct CrashTests {
     /// appears, no temporary file is left behind, and the persister works again by itself.
     /// A `persistFirst` of a stored job during the fault throws too and leaves the job as and
     /// where it was; after the fault, `persistFirst` moves a stored job and puts a new one first.
-    @Test(arguments: ["file", "sqlite"])
-    func aFullDiskFailsEachPersistWithATypedErrorAndLosesNothing(_ backend: String) async throws {
+    ///
+    /// The same steps run with the file persister's queue folder made read-only (0555) instead
+    /// (`read-only-fault`; the helper runs as nobody, since root ignores file modes).
+    @Test(arguments: [("file-size-fault", "file"), ("file-size-fault", "sqlite"), ("read-only-fault", "file")])
+    func aFullDiskOrAReadOnlyFolderFailsEachWriteWithATypedErrorAndLosesNothing(_ fault: String, _ backend: String) async throws {
         let directory = try TemporaryDirectory()
         let location = backend == "sqlite" ? directory.file("fault.sqlite").path : directory.path
-        let (lines, status) = try await CrashHelperProcess.runFileSizeFault(backend: backend, location: location, tag: "f")
+        let (lines, status) = try await CrashHelperProcess.runFault(fault, backend: backend, location: location, tag: "f")
         #expect(status == 0, "the helper exited with \(status): \(lines.suffix(3))")
         #expect(lines.last == "DONE")
         let acknowledged = lines.filter { $0.hasPrefix("P ") }.map { String($0.dropFirst(2)) }
@@ -55,6 +58,8 @@ struct CrashTests {
         // write) or throws and the job stays; after the fault, deletes work again.
         let deletedDuringFault = lines.contains("D f-0")
         #expect(deletedDuringFault || lines.contains { $0.hasPrefix("X f-0 ") && $0.contains("deleteFailed") }, "\(lines)")
+        // A read-only folder refuses the unlink too.
+        #expect(fault != "read-only-fault" || !deletedDuringFault, "\(lines)")
         #expect(lines.contains("D f-1"))
         let stored = ["f-60", "f-7"]
             + acknowledged.filter { $0 != "f-1" && $0 != "f-7" && ($0 != "f-0" || !deletedDuringFault) }

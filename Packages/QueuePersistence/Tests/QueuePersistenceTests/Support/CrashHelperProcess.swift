@@ -112,10 +112,10 @@ enum CrashHelperProcess {
         return (outcome, await exitStatus(of: process))
     }
 
-    /// Runs the helper's file-size fault (`file-size-fault`) to its end and returns its lines
-    /// and exit status.
-    static func runFileSizeFault(backend: String, location: String, tag: String) async throws -> (lines: [String], status: Int32) {
-        let (process, stream) = try launch([backend, location, tag, "1", "file-size-fault"])
+    /// Runs one of the helper's faults (`file-size-fault`, `read-only-fault`) to its end and
+    /// returns its lines and exit status.
+    static func runFault(_ fault: String, backend: String, location: String, tag: String) async throws -> (lines: [String], status: Int32) {
+        let (process, stream) = try launch([backend, location, tag, "1", fault])
         var lines: [String] = []
         for await line in stream {
             lines.append(line)
