@@ -67,4 +67,4 @@ release-check: setup
 	@Scripts/release-check.sh
 
 clean:
-	rm -rf Packages/*/.build Packages/*/Benchmarks/.build Benchmarks/.build Integration/.build Sanitizers/.build* Fuzz/.build Fuzz/.corpus Fuzz/.artifacts
+	rm -rf Packages/*/.build Packages/*/Benchmarks/.build Integration/.build Sanitizers/.build* Fuzz/.build Fuzz/.corpus Fuzz/.artifacts

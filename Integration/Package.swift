@@ -1,6 +1,59 @@
 // swift-tools-version: 6.2
 import PackageDescription
 
+// The packages' benchmarks, compiled here (`make lint`, and every `swift test` of this package) so
+// that the peers they measure against (SwiftNIO, postgres-nio, GRDB) are built once, in this
+// graph, and not again in a package of their own. Each target's folder is a symlink to the
+// package's own `Benchmarks/Sources/<X>Benchmarks`, and its dependencies are those of that
+// package's `Benchmarks/Package.swift`, which `make bench` builds and runs in release mode; `make
+// lint` fails if a benchmark folder has no symlink here or its dependencies differ.
+let benchmarks: [Target] = [
+    .executableTarget(
+        name: "AsyncPrimitivesBenchmarks",
+        dependencies: [
+            .product(name: "AsyncPrimitives", package: "AsyncPrimitives"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+        ],
+        path: "Benchmarks/AsyncPrimitivesBenchmarks"
+    ),
+    .executableTarget(
+        name: "JobChainBenchmarks",
+        dependencies: [
+            .product(name: "JobChain", package: "JobChain"),
+        ],
+        path: "Benchmarks/JobChainBenchmarks"
+    ),
+    .executableTarget(
+        name: "QueueCoreBenchmarks",
+        dependencies: [
+            .product(name: "QueueCore", package: "QueueCore"),
+            .product(name: "DequeModule", package: "swift-collections"),
+        ],
+        path: "Benchmarks/QueueCoreBenchmarks"
+    ),
+    .executableTarget(
+        name: "QueuePersistenceBenchmarks",
+        dependencies: [
+            .product(name: "QueuePersistence", package: "QueuePersistence"),
+            .product(name: "QueueCore", package: "QueueCore"),
+            .product(name: "GRDB", package: "GRDB.swift"),
+        ],
+        path: "Benchmarks/QueuePersistenceBenchmarks"
+    ),
+    .executableTarget(
+        name: "TaskBrokerBenchmarks",
+        dependencies: [
+            .product(name: "TaskBroker", package: "TaskBroker"),
+            .product(name: "TaskBrokerPostgres", package: "TaskBroker"),
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "PostgresNIO", package: "postgres-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ],
+        path: "Benchmarks/TaskBrokerBenchmarks"
+    ),
+]
+
 let package = Package(
     name: "Integration",
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
@@ -19,6 +72,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
+        // Only for the benchmarks' compile check (above): already in the graph through postgres-nio
+        // and the packages.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
     ],
     targets: [
         // The `queuekit` command-line tool: the end-to-end demo and a small admin CLI over a
@@ -62,7 +120,8 @@ let package = Package(
                 "queuekit",
             ]
         ),
-    ],
+    ]
+    + benchmarks,
     swiftLanguageModes: [.v6]
 )
 
