@@ -201,8 +201,10 @@ public final class PostgresTaskStorage: TaskStorage {
         return try await run("claim \(heads.count) queue(s)") {
             let rows = try await client.query(sql.claimQuery(heads: heads, owner: owner, leaseMilliseconds: lease.milliseconds), logger: logger)
             var answers: [String: (valid: Bool, epoch: Int64?, remaining: Double?)] = [:]
+            // A taken queue's row (with its epoch) comes first; the row every head then gets says
+            // what the snapshot showed, which matters only for the heads not taken.
             for try await (queueName, valid, epoch, remaining) in rows.decode((String, Bool, Int64?, Double?).self) {
-                answers[queueName] = (valid, epoch, remaining)
+                if answers[queueName]?.epoch == nil { answers[queueName] = (valid, epoch, remaining) }
             }
             let now = Date()
             var granted: [LeaseKey: Int64] = [:]
