@@ -24,6 +24,8 @@ let package = Package(
             dependencies: [
                 .product(name: "QueueCore", package: "QueueCore"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // `sqlite3_db_readonly`: SQLiteStore refuses a file SQLite could open read-only only.
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -81,7 +81,8 @@ public final class SQLiteJobPersister<JobType: QueueJob>: JobPersister, Sendable
     ///   - configuration: Durability and tuning; `synchronous = FULL` by default.
     /// - Throws: ``PersistenceError``: `.corruptDatabase` when the file is not a SQLite
     ///   database, `.incompatibleSchema` when a newer library wrote it, `.storageUnavailable`
-    ///   when it cannot be opened or created.
+    ///   when it cannot be opened or created, or is read-only for this process (SQLite would open
+    ///   it read-only, and every write would fail; open it again once it is writable).
     public init(
         handling: JobType.Type,
         queueName: String,

@@ -1,5 +1,6 @@
 import Foundation
 public import GRDB
+import GRDBSQLite
 
 /// How a ``SQLiteStore`` opens its file: durability, locking and whether a missing file is created.
 public struct SQLiteDatabaseOptions: Sendable, Hashable {
@@ -159,7 +160,8 @@ public struct SQLiteStore: Sendable {
     ///   - schema: The library's migrations and version.
     /// - Throws: ``PersistenceError`` with code `.databaseNotFound` (missing file and
     ///   `createsMissingFile == false`), `.corruptDatabase` (not a SQLite database, or damaged),
-    ///   `.incompatibleSchema` (written by a newer release), or `.storageUnavailable`.
+    ///   `.incompatibleSchema` (written by a newer release), or `.storageUnavailable` (also when
+    ///   the file is read-only for this process: it is not opened read-only).
     public init(path: String, options: SQLiteDatabaseOptions = .init(), schema: SQLiteSchema) throws(PersistenceError) {
         self.path = path
         self.schema = schema
@@ -177,6 +179,23 @@ public struct SQLiteStore: Sendable {
         configuration.busyMode = .timeout(
             Double(options.busyTimeout.components.seconds) + Double(options.busyTimeout.components.attoseconds) / 1e18
         )
+        // SQLite opens a file it may not write (its mode, its owner, a read-only mount) read-only
+        // without a word. The pool's writer connection would then fail every write for as long as
+        // it lives, even once the file is writable again, and its first read would create the
+        // `-wal` and `-shm` files with the database file's read-only mode, which keep the file
+        // unwritable after the fault is gone. So the writer is refused before it reads anything.
+        configuration.prepareDatabase { db in
+            guard !db.configuration.readonly, let connection = db.sqliteConnection,
+                sqlite3_db_readonly(connection, "main") == 1
+            else { return }
+            throw PersistenceError(
+                code: .storageUnavailable,
+                message: "The database \(path) is read-only for this process (its permissions or owner, or a "
+                    + "read-only file system), so it cannot be written; make the file and its folder writable, then "
+                    + "open it again.",
+                path: path
+            )
+        }
         let pool: DatabasePool
         do {
             if options.createsDirectory {

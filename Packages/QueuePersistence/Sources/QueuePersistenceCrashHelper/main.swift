@@ -15,9 +15,11 @@
 // or `X <id> <error>` when `delete` throws); then the limit raised again, 20 more jobs stored, the
 // second deleted, stored job 7 and new job 60 stored first (each `F <id>`).
 //
-// With a fifth argument `read-only-fault` (file persister only) it runs the same steps with the
+// With a fifth argument `read-only-fault` and the file persister it runs the same steps with the
 // queue folder made read-only (0555) instead of the size limit, as a user other than root (root
-// ignores file modes: the helper then gives the folder to nobody and becomes nobody first).
+// ignores file modes: the helper then gives the folder to nobody and becomes nobody first). With
+// the SQLite persister it runs `runSQLiteReadOnlyFault` (SQLiteReadOnlyFault.swift) as nobody, on
+// a database whose folder it gives to nobody.
 import Dispatch
 import Foundation
 import GRDB
@@ -84,15 +86,19 @@ let tag = arguments[3]
 let fault = arguments.count == 6 ? arguments[5] : nil
 
 if fault == "read-only-fault" {
-    guard arguments[1] == "file" else { fail("read-only-fault: the file persister only") }
     // Root ignores file modes: run as nobody, on a folder nobody owns, so that a read-only folder
     // refuses this process as it refuses any user's.
     if geteuid() == 0 {
         let nobody: UInt32 = 65534
-        guard chown(location, nobody, nobody) == 0, setgroups(0, nil) == 0, setgid(nobody) == 0, setuid(nobody) == 0 else {
+        let owned = arguments[1] == "sqlite" ? URL(fileURLWithPath: location).deletingLastPathComponent().path : location
+        guard chown(owned, nobody, nobody) == 0, setgroups(0, nil) == 0, setgid(nobody) == 0, setuid(nobody) == 0 else {
             fail("read-only-fault: could not become nobody: \(errno)")
         }
     }
+}
+
+if fault == "read-only-fault", arguments[1] == "sqlite" {
+    runSQLiteReadOnlyFault(path: location, tag: tag)
 }
 
 let persister: AnyJobPersister<CrashJob>

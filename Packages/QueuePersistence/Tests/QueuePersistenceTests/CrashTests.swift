@@ -76,6 +76,58 @@ struct CrashTests {
         }
     }
 
+    /// The SQLite database made read-only mid-run, as a user other than root (the helper runs as
+    /// nobody when started as root, which ignores file modes), in two rounds: the database file
+    /// alone (0444), then the file and its folder (0555). What SQLite does, measured: a persister
+    /// that has the file open keeps writing through its open descriptors, so every `persist`,
+    /// `persistFirst` and `delete` during the fault succeeds, and each is stored; a persister
+    /// opened during the fault (a restart) is refused with `.storageUnavailable` saying the file is
+    /// read-only (SQLite would open it read-only: a persister that fails every write for its whole
+    /// life, and whose first read leaves `-wal` and `-shm` files as read-only as the database,
+    /// which keep it unwritable after the fault); once the file is writable, a persister opens and
+    /// works. Nothing acknowledged is lost, the order holds, no job appears that was not stored.
+    /// (A read-only remount is no mid-run fault: Linux refuses it, EBUSY, while a file on the
+    /// mount is open for writing, as SQLite's database is.)
+    @Test func aSQLiteDatabaseMadeReadOnlyKeepsItsOpenPersisterWritingAndRefusesAReopenWithATypedError() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("fault.sqlite").path
+        let (lines, status) = try await CrashHelperProcess.runFault("read-only-fault", backend: "sqlite", location: path, tag: "f")
+        #expect(status == 0, "the helper exited with \(status): \(lines.suffix(3))")
+        #expect(lines.last == "DONE")
+        let ids = { (prefix: String) in lines.filter { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)) } }
+        let acknowledged = ids("P ")
+        // The persister opened before each round kept writing: no write failed.
+        #expect(lines.filter { $0.hasPrefix("E ") || $0.hasPrefix("X ") }.isEmpty, "\(lines)")
+        #expect(acknowledged == (0..<25).map { "f-\($0)" } + (27..<35).map { "f-\($0)" } + (37..<60).map { "f-\($0)" })
+        #expect(ids("F ") == ["f-5", "f-9", "f-7", "f-60"])
+        #expect(ids("D ") == ["f-0", "f-1", "f-2"])
+        // Each restart during the fault: refused with a typed error that says why; each open
+        // once the fault is gone: works (the stores after it are acknowledged above).
+        let opens = lines.drop { $0 != "READY" }.filter { $0 == "O" || $0.hasPrefix("N ") }
+        #expect(opens.count == 4, "\(opens)")
+        for (index, open) in opens.enumerated() {
+            if index.isMultiple(of: 2) {
+                #expect(open.hasPrefix("N storageUnavailable") && open.contains("read-only"), "a restart during the fault: \(open)")
+            } else {
+                #expect(open == "O", "an open once the fault is gone: \(open)")
+            }
+        }
+
+        let stored = ["f-60", "f-7", "f-9", "f-5"]
+            + acknowledged.filter { !["f-0", "f-1", "f-2", "f-5", "f-7", "f-9"].contains($0) }
+        let loaded = try Self.open("sqlite", path).load()
+        #expect(loaded.map(\.id) == stored, "every acknowledged job, in order, and no other")
+        #expect(loaded.filter { $0.action == "first" }.map(\.id) == ["f-60", "f-7", "f-9", "f-5"])
+        for job in loaded {
+            #expect(job.data == Data(String(repeating: job.id + ";", count: 8).utf8), "\(job.id) damaged")
+        }
+        // No file of the database is left read-only to its owner.
+        for name in try FileManager.default.contentsOfDirectory(atPath: directory.path) {
+            let mode = try #require(try FileManager.default.attributesOfItem(atPath: directory.file(name).path)[.posixPermissions] as? Int)
+            #expect(mode & 0o200 != 0, "\(name) is left with mode \(String(mode, radix: 8))")
+        }
+    }
+
     /// Another process holds SQLite's write lock past the busy timeout: each write throws a
     /// typed error and stores nothing, reads go on, nothing acknowledged is lost, and writes work
     /// again by themselves once the lock is released.
