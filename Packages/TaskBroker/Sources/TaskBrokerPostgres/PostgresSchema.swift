@@ -233,9 +233,15 @@ struct PostgresSchema: Sendable {
         """
     }
 
-    /// Stores outcomes whose queue the owner still holds under the claim's epoch, and releases
-    /// those leases. Rows: `held` per queue whose lease was held, `done` per deleted action, `failed`
-    /// per action whose failure was counted.
+    /// Stores outcomes whose queue the owner still holds under the claim's epoch, releases those
+    /// leases and sends the change notifications, in one statement (one round trip, committed on
+    /// its own). Rows: `held` per queue whose lease was held, `done` per deleted action, `failed`
+    /// per action whose failure was counted, and one `notified` row (the number of notifications).
+    ///
+    /// The notifications are those of `ChangeMessage.chunks`, built from what the statement
+    /// changed: `{"q":[…],"c":[[queue, collection, key, revision], …]}` objects of at most
+    /// ~7,914 bytes (PostgreSQL's limit is 8,000), and `{"a":true}` for an entry longer than
+    /// `entryLimit` bytes.
     func finishQuery(outcomes: [TaskOutcome], epochs: [Int64], owner: String) -> PostgresQuery {
         var kinds: [Int16] = []
         var untils: [Double] = []
@@ -283,12 +289,40 @@ struct PostgresSchema: Sendable {
             WHERE o.kind > 0
               AND a.collection = o.collection AND a.key = o.key AND a.revision = o.revision
             RETURNING a.queue_name
+        ),
+        entry AS (
+            SELECT 'c' AS k, json_build_array(queue_name, collection, key, revision::text)::text AS e FROM done
+            UNION ALL SELECT DISTINCT 'q', to_json(queue_name)::text FROM failed
+        ),
+        sized AS (
+            SELECT k, e, (sum(octet_length(e) + 1) OVER (ORDER BY k, e ROWS UNBOUNDED PRECEDING) / \(Self.chunkBytes)) AS chunk
+            FROM entry WHERE octet_length(e) <= \(Self.entryLimit)
+        ),
+        payload AS (
+            SELECT '{' || concat_ws(',',
+                '"q":[' || string_agg(e, ',') FILTER (WHERE k = 'q') || ']',
+                '"c":[' || string_agg(e, ',') FILTER (WHERE k = 'c') || ']') || '}' AS text
+            FROM sized GROUP BY chunk
+            UNION ALL SELECT '{"a":true}' WHERE EXISTS (SELECT 1 FROM entry WHERE octet_length(e) > \(Self.entryLimit))
+        ),
+        notified AS (
+            SELECT pg_notify(\(channel), text) FROM payload
         )
         SELECT name, 'held', NULL::text, NULL::text, NULL::int8 FROM held
         UNION ALL SELECT queue_name, 'done', collection, key, revision FROM done
         UNION ALL SELECT queue_name, 'failed', NULL, NULL, NULL FROM failed
+        -- Referenced, so that it runs: a CTE that nothing reads and that changes no table is skipped.
+        UNION ALL SELECT '', 'notified', NULL, NULL, count(*) FROM notified
         """
     }
+
+    /// A notification's entries start a new one after this many bytes. A notification holds at
+    /// most `chunkBytes + entryLimit` bytes of entries plus ~14 of JSON around them: under
+    /// PostgreSQL's 8,000.
+    static let chunkBytes = 4_900
+    /// An entry longer than this becomes `{"a":true}` (PostgreSQL's B-tree indexes refuse keys and
+    /// queue names over ~2,700 bytes, so only both long at once come near it).
+    static let entryLimit = 3_000
 
     /// Extends the leases the owner still holds under these epochs; returns the renewed queues.
     func renewQuery(queueNames: [String], epochs: [Int64], owner: String, leaseMilliseconds: Int64) -> PostgresQuery {

@@ -230,22 +230,20 @@ public final class PostgresTaskStorage: TaskStorage {
         let leases = epochs.withLock { epochs in
             outcomes.map { epochs[LeaseKey(owner: owner, queueName: $0.task.queueName)] ?? -1 }
         }
-        let report = try await transaction("store \(outcomes.count) outcome(s)") { connection -> TaskFinishReport in
-            let rows = try await connection.query(sql.finishQuery(outcomes: outcomes, epochs: leases, owner: owner), logger: logger)
+        // One statement, committed on its own: the outcomes, the leases' release and the change
+        // notifications (four round trips before: BEGIN, the statement, the notifications, COMMIT).
+        let report = try await run("store \(outcomes.count) outcome(s)") { () -> TaskFinishReport in
+            let rows = try await client.query(sql.finishQuery(outcomes: outcomes, epochs: leases, owner: owner), logger: logger)
             var held: Set<String> = []
-            var completed: [[String]] = []
-            var failed: Set<String> = []
-            for try await (queueName, kind, collection, key, revision) in rows.decode((String, String, String?, String?, Int64?).self) {
+            var applied: Set<String> = []
+            for try await (queueName, kind, _, _, _) in rows.decode((String, String, String?, String?, Int64?).self) {
                 switch kind {
                 case "held": held.insert(queueName)
-                case "done":
-                    if let collection, let key, let revision { completed.append([queueName, collection, key, String(revision)]) }
-                default: failed.insert(queueName)
+                case "done", "failed": applied.insert(queueName)
+                default: break
                 }
             }
-            try await notify(ChangeMessage.chunks(queues: failed.sorted(), completed: completed), on: connection)
             let queues = Set(outcomes.map(\.task.queueName))
-            let applied = failed.union(completed.map { $0[0] })
             return TaskFinishReport(fenced: queues.subtracting(held), outdated: held.subtracting(applied))
         }
         epochs.withLock { epochs in

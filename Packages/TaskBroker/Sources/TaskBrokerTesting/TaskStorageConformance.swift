@@ -217,6 +217,47 @@ public enum TaskStorageConformance: Sendable {
             }
             try expect(completed == [["q1/a@\(saved[0].revision)"]], "the completion names the action and revision: \(completed)")
         },
+        Check("a finish too large for one notification reports every completion and failure") { storage in
+            // 200 completions and 100 failures with keys of ~200 bytes: ~60 KB of changes, far over
+            // PostgreSQL's 8,000 bytes per notification. Then a key too long for any notification:
+            // listeners are told to read every queue.
+            let long = String(repeating: "k", count: 200)
+            let saved = try await storage.save((0..<300).map { task("\(long)-\($0)", "q\($0)") })
+            let rest = try await storage.save([task("untouched", "rest")])
+            guard let feed = try await storage.changes() else { throw TaskStorageConformanceFailure("a shared backend has a change feed") }
+            var iterator = feed.makeAsyncIterator()
+            try await settle(storage, saved.enumerated().map { index, task in
+                index < 200 ? .completed(task) : .failed(task, pause: nil)
+            })
+            var completed: Set<String> = []
+            var failed: Set<String> = []
+            while completed.count < 200 || failed.count < 100, let changes = await iterator.next() {
+                for change in changes {
+                    switch change {
+                    case .completed(let tasks): completed.formUnion(tasks.map { "\($0.queueName)/\($0.key)@\($0.revision)" })
+                    case .queuesChanged(let names):
+                        try expect(!names.contains("rest"), "no notification was too long (a catch-up read every queue)")
+                        failed.formUnion(names)
+                    }
+                }
+            }
+            try expect(completed == Set(saved[..<200].map { "\($0.queueName)/\($0.key)@\($0.revision)" }), "every completion is reported once")
+            try expect(failed == Set(saved[200...].map(\.queueName)), "every failure is reported")
+            let tooLong = try await storage.save([task(String(repeating: "x", count: 2_000), "huge-" + String(repeating: "h", count: 1_500))])
+            try await settle(storage, [.completed(tooLong[0])])
+            // Until the catch-up, or the completion itself if it was sent after all.
+            var caughtUp = false
+            var reported = false
+            while !caughtUp, !reported, let changes = await iterator.next() {
+                for change in changes {
+                    switch change {
+                    case .queuesChanged(let names): caughtUp = caughtUp || names.contains(rest[0].queueName)
+                    case .completed(let tasks): reported = reported || tasks.contains { $0.key == tooLong[0].key }
+                    }
+                }
+            }
+            try expect(caughtUp && !reported, "a completion too long to notify makes listeners read every queue")
+        },
     ]
 
     /// What a broker does with outcomes: claims the actions, then stores what became of them.

@@ -272,7 +272,7 @@ struct PostgresBenchmarks {
             let claims = values["claims"] ?? 0, heads = values["heads"] ?? 0
             let finishes = values["finishes"] ?? 0, outcomes = values["outcomes"] ?? 0
             let reads = values["reads"] ?? 0
-            let roundTrips = claims + reads + 4 * finishes
+            let roundTrips = claims + reads + finishes
             let claimTime = values["claimms"] ?? 0, finishTime = values["finishms"] ?? 0, readTime = values["readms"] ?? 0
             return "worker \(fields.count > 1 ? fields[1] : "?"): \(claims) claims (\(fmt(Double(heads) / Double(max(claims, 1)))) heads each, "
                 + "\(claimTime) ms), \(finishes) finishes (\(fmt(Double(outcomes) / Double(max(finishes, 1)))) outcomes each, \(finishTime) ms), "
@@ -288,7 +288,7 @@ struct PostgresBenchmarks {
         // where a worker's time goes (claim, finish and read calls, one cycle at a time).
         let perThousand = { (value: Int) in fmt(Double(value) * 1000 / Double(max(stored, 1))) }
         let commits = (totals["claims"] ?? 0) + (totals["finishes"] ?? 0)
-        let roundTrips = (totals["claims"] ?? 0) + (totals["reads"] ?? 0) + 4 * (totals["finishes"] ?? 0)
+        let roundTrips = (totals["claims"] ?? 0) + (totals["reads"] ?? 0) + (totals["finishes"] ?? 0)
         let wall = Double(processes) * seconds(elapsed) * 1000
         let share = { (key: String) in "\(fmt(Double(totals[key] ?? 0) * 100 / wall))%" }
         stats.append("limits: \(perThousand(commits)) commits and ~\(perThousand(roundTrips)) round trips per 1,000 actions (raw: 10 and 10); "

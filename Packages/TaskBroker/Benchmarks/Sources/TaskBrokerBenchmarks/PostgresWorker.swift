@@ -14,7 +14,7 @@ import TaskBroker
 import TaskBrokerPostgres
 
 /// Counts the storage calls a worker's broker makes (one claim is one round trip and one
-/// commit; one finish is BEGIN, the statement, NOTIFY and COMMIT: four round trips, one commit).
+/// commit; one finish is one statement that also sends the notifications: one round trip, one commit).
 final class CountingStorage: TaskStorage {
     let inner: any TaskStorage
     let claims = Atomic<Int>(0)
