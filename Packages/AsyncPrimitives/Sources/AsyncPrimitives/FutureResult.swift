@@ -17,10 +17,10 @@ public import Synchronization
 ///
 /// Handlers follow the rules of ``Future``: attached before the fill they run at the fill,
 /// after it at once, always asynchronously on their `upon:` queue; a filled future drops its
-/// handlers. `FutureResult` is `Sendable`; its only subclass is ``DeferredResult``.
-// `@unchecked` because the class is not final (``DeferredResult`` subclasses it). Safe:
-// the only stored property is a `Mutex`, the class is not `open`, and `DeferredResult`
-// adds no state.
+/// handlers. `FutureResult` is `Sendable`; its only public subclass is ``DeferredResult``.
+// `@unchecked` because the class is not final (``DeferredResult`` and the internal
+// `PipeLink` subclass it). Safe: the only stored property is a `Mutex`, the class is not
+// `open`, `DeferredResult` adds no state and `PipeLink` adds one immutable `@Sendable` closure.
 public class FutureResult<Value: Sendable>: @unchecked Sendable {
     @usableFromInline let state: Mutex<CallbackState<Result<Value, any Error>>>
 
