@@ -22,8 +22,7 @@ final class PipeLink<In: Sendable, Out: Sendable>: FutureResult<Out>, @unchecked
     /// Fills this future with what `function` makes of a success, or with the failure.
     @inlinable
     func receive(_ result: Result<In, any Error>) {
-        let function = self.function
-        self.function = nil
+        let function = self.function.take()
         switch result {
         case .success(let value):
             guard let function else { return }
