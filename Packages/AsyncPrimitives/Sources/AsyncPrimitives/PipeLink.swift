@@ -9,8 +9,7 @@
 // one handler this link attaches to the previous future, and a future runs each handler
 // once); the only other access is the destruction in `deinit`, which follows `receive`'s end
 // through the reference count (the handler holds this object while `receive` runs).
-@usableFromInline
-final class PipeLink<In: Sendable, Out: Sendable>: FutureResult<Out>, @unchecked Sendable {
+@usableFromInline final class PipeLink<In: Sendable, Out: Sendable>: FutureResult<Out>, @unchecked Sendable {
     @usableFromInline var function: (@Sendable (In) throws -> Out)?
 
     @inlinable
