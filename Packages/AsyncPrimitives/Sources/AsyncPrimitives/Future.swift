@@ -93,8 +93,28 @@ public class Future<Value: Sendable>: @unchecked Sendable {
     /// - Returns: `false` when the future was already filled; nothing changes then.
     @inlinable
     final func complete(_ value: Value) -> Bool {
-        guard let callbacks = state.withLock({ $0.fill(value) }) else { return false }
-        callbacks.run(with: value)
+        let drain = DrainContext.current
+        switch state.withLock({ $0.fill(value, drain: drain) }) {
+        case .alreadyFilled:
+            return false
+        case .run(let callbacks):
+            callbacks.run(with: value)
+        case .appendToDrain:
+            // `drain` is not nil: `fill` returns `.appendToDrain` only when it is.
+            drain?.appendReady(ReadyFuture(future: self) { future in
+                // Only this closure's `complete` puts the future in a `ReadyFuture`, so
+                // `future` is `self`, of this type.
+                unsafeDowncast(future, to: Future<Value>.self).runPending()
+            })
+        }
         return true
+    }
+
+    /// Runs the handler that ``complete(_:)`` left pending for the running block.
+    @inlinable
+    final func runPending() {
+        if let (callback, value) = state.withLock({ $0.takePending() }) {
+            callback.body(value)
+        }
     }
 }

@@ -128,10 +128,8 @@ extension FutureResult {
         upon queue: DispatchQueue = CallbackQueue.default,
         into function: @escaping @Sendable (Value) throws -> Out
     ) -> FutureResult<Out> {
-        let next = FutureResult<Out>()
-        observe(Callback(queue: queue) { result in
-            _ = next.complete(Result { try function(result.get()) })
-        })
+        let next = PipeLink<Value, Out>(function)
+        observe(Callback(queue: queue) { next.receive($0) })
         return next
     }
 
@@ -149,15 +147,8 @@ extension FutureResult {
         upon queue: DispatchQueue = CallbackQueue.default,
         into function: @escaping @Sendable (Value) -> Out
     ) -> FutureResult<Out> {
-        let next = FutureResult<Out>()
-        observe(Callback(queue: queue) { result in
-            switch result {
-            case .success(let value):
-                _ = next.complete(.success(function(value)))
-            case .failure(let error):
-                _ = next.complete(.failure(error))
-            }
-        })
+        let next = PipeLink<Value, Out>(function)
+        observe(Callback(queue: queue) { next.receive($0) })
         return next
     }
 }

@@ -17,17 +17,26 @@ public import Synchronization
 ///
 /// Handlers follow the rules of ``Future``: attached before the fill they run at the fill,
 /// after it at once, always asynchronously on their `upon:` queue; a filled future drops its
-/// handlers. `FutureResult` is `Sendable`; its only subclass is ``DeferredResult``.
-// `@unchecked` because the class is not final (``DeferredResult`` subclasses it). Safe:
-// the only stored property is a `Mutex`, the class is not `open`, and `DeferredResult`
-// adds no state.
+/// handlers. `FutureResult` is `Sendable`; its only public subclass is ``DeferredResult``.
+// `@unchecked` because the class is not final (``DeferredResult`` and the internal
+// `PipeLink` subclass it) and `storage` is a `var` beside its lock rather than inside it.
+// Safe: `storage` is read and written only inside `withState`, that is under `lock`; the class
+// is not `open`, `DeferredResult` adds no state and `PipeLink` adds a `@Sendable` closure that
+// only the one handler it attaches reads and clears (see `PipeLink`).
 public class FutureResult<Value: Sendable>: @unchecked Sendable {
-    @usableFromInline let state: Mutex<CallbackState<Result<Value, any Error>>>
+    // The lock and the state it guards are two stored properties instead of one
+    // `Mutex<ResultState<Value>>`: destroying a `Mutex` of a generic type looked up three
+    // generic types at run time (`ResultState`, `Mutex`, `_Cell`), a sixth of a chain link;
+    // a `Mutex<Void>` needs none, and `ResultState<Value>` one.
+    @usableFromInline let lock: Mutex<Void>
+    // Only inside `withState`, so never two accesses at once (no dynamic check needed).
+    @exclusivity(unchecked) @usableFromInline var storage: ResultState<Value>
 
     /// Creates an unfilled future; ``DeferredResult`` is the public way to make one.
     @inlinable
     init() {
-        state = Mutex(CallbackState())
+        lock = Mutex(())
+        storage = ResultState()
     }
 
     /// Creates a future that already holds `result`.
@@ -35,7 +44,14 @@ public class FutureResult<Value: Sendable>: @unchecked Sendable {
     /// - Parameter result: The result of the future.
     @inlinable
     public init(result: Result<Value, any Error>) {
-        state = Mutex(CallbackState(value: result))
+        lock = Mutex(())
+        storage = ResultState(value: result)
+    }
+
+    /// Runs `body` on the state, under the lock: the only way to reach `storage`.
+    @inlinable
+    final func withState<Outcome: Sendable>(_ body: (inout ResultState<Value>) -> Outcome) -> Outcome {
+        lock.withLock { _ in body(&storage) }
     }
 
     /// Creates a future that already holds the value `value`.
@@ -88,7 +104,7 @@ public class FutureResult<Value: Sendable>: @unchecked Sendable {
 
     /// Whether the future has been filled.
     public var isFilled: Bool {
-        state.withLock { $0.value != nil }
+        withState { $0.isFilled }
     }
 
     /// Attaches a handler that receives the result.
@@ -111,7 +127,7 @@ public class FutureResult<Value: Sendable>: @unchecked Sendable {
     /// Attaches a callback; runs it at once (as scheduled) when the future is filled.
     @inlinable
     final func observe(_ callback: Callback<Result<Value, any Error>>) {
-        if let value = state.withLock({ $0.add(callback) }) {
+        if let value = withState({ $0.add(callback) }) {
             Scheduler.schedule(callback, with: value)
         }
     }
@@ -121,8 +137,28 @@ public class FutureResult<Value: Sendable>: @unchecked Sendable {
     /// - Returns: `false` when the future was already filled; nothing changes then.
     @inlinable
     final func complete(_ result: Result<Value, any Error>) -> Bool {
-        guard let callbacks = state.withLock({ $0.fill(result) }) else { return false }
-        callbacks.run(with: result)
+        let drain = DrainContext.current
+        switch withState({ $0.fill(result, drain: drain) }) {
+        case .alreadyFilled:
+            return false
+        case .run(let callbacks):
+            callbacks.run(with: result)
+        case .appendToDrain:
+            // `drain` is not nil: `fill` returns `.appendToDrain` only when it is.
+            drain?.appendReady(ReadyFuture(future: self) { future in
+                // Only this closure's `complete` puts the future in a `ReadyFuture`, so
+                // `future` is `self`, of this type.
+                unsafeDowncast(future, to: FutureResult<Value>.self).runPending()
+            })
+        }
         return true
+    }
+
+    /// Runs the handler that ``complete(_:)`` left pending for the running block.
+    @inlinable
+    final func runPending() {
+        if let (callback, value) = withState({ $0.takePending() }) {
+            callback.body(value)
+        }
     }
 }

@@ -244,6 +244,21 @@ struct FutureResultTests {
         deferred.success(value: 1)
     }
 
+    /// A success of `nil` (a `FutureResult` of an optional) fills the future like any value.
+    @Test func aFutureResultOfAnOptionalFilledWithNilIsFilledOnce() async throws {
+        let deferred = DeferredResult<Int?>()
+        #expect(!deferred.isFilled)
+        #expect(deferred.success(value: nil))
+        #expect(deferred.isFilled)
+        #expect(!deferred.success(value: 1))
+        #expect(!deferred.failure(error: StepError.step(1)))
+        #expect(try await deferred.value == nil)
+        let described = deferred.pipe(upon: DispatchQueue(label: "optional-result")) { (value: Int?) -> String in
+            value.map(String.init) ?? "none"
+        }
+        #expect(try await described.value == "none")
+    }
+
     @Test func aHundredThousandLinkResultChainCompletes() async throws {
         let queue = DispatchQueue(label: "deep-result-chain")
         let start = DeferredResult<Int>()

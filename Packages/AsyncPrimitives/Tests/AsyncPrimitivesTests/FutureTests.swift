@@ -274,16 +274,3 @@ struct FutureTests {
         sum(of: values)
     }
 }
-
-/// Checks that `weak`'s object is gone once every block already queued on the serial `queue`
-/// has returned (and so dropped the handlers it ran).
-private func expectReleased<Object: AnyObject & Sendable>(
-    _ weak: WeakBox<Object>,
-    after queue: DispatchQueue,
-    sourceLocation: SourceLocation = #_sourceLocation
-) async {
-    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-        queue.async { continuation.resume() }
-    }
-    #expect(weak.object == nil, sourceLocation: sourceLocation)
-}

@@ -1,5 +1,6 @@
 import Dispatch
 import Synchronization
+import Testing
 
 
 /// A thread-safe list that test callbacks append to.
@@ -71,4 +72,17 @@ final class DeinitProbe: Sendable {
     deinit {
         onDeinit()
     }
+}
+
+/// Checks that `weak`'s object is gone once every block already queued on the serial `queue`
+/// has returned (and so dropped the handlers it ran).
+func expectReleased<Object: AnyObject & Sendable>(
+    _ weak: WeakBox<Object>,
+    after queue: DispatchQueue,
+    sourceLocation: SourceLocation = #_sourceLocation
+) async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        queue.async { continuation.resume() }
+    }
+    #expect(weak.object == nil, sourceLocation: sourceLocation)
 }
