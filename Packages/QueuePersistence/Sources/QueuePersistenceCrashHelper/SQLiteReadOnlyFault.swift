@@ -24,38 +24,17 @@ import Glibc
 /// Job indexes: 0..<20 before; round 1: 20..<25 during, 25..<27 after a restart during the
 /// fault, 27..<30 after it, 5 stored first and 0 deleted during it; round 2: 30..<35, 35..<37,
 /// 37..<40, 9 first, 1 deleted; then 40..<60, 2 deleted, 7 and 60 first.
-func runSQLiteReadOnlyFault(path: String, tag: String) -> Never {
+func runSQLiteReadOnlyFault(path: String) -> Never {
     let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
-    func job(_ index: Int, action: String = "fault") -> CrashJob {
-        let id = "\(tag)-\(index)"
-        return CrashJob(id: id, createdDate: Date(timeIntervalSinceReferenceDate: Double(index)), data: payload(for: id), action: action)
-    }
-    func open() -> SQLiteJobPersister<CrashJob>? {
+    func open() -> AnyJobPersister<CrashJob>? {
         do {
             let persister = try SQLiteJobPersister(handling: CrashJob.self, queueName: "crash", path: path)
             say("O")
-            return persister
+            return AnyJobPersister(persister)
         } catch {
             say("N \(String(describing: error).replacingOccurrences(of: "\n", with: " "))")
             return nil
         }
-    }
-    func store(_ persister: SQLiteJobPersister<CrashJob>?, _ range: Range<Int>) {
-        guard let persister else { return }
-        for index in range {
-            let job = job(index)
-            report(job.id, done: "P", failed: "E") { try persister.persist([job]) }
-        }
-    }
-    func storeFirst(_ persister: SQLiteJobPersister<CrashJob>?, _ index: Int) {
-        guard let persister else { return }
-        let job = job(index, action: "first")
-        report(job.id, done: "F", failed: "E") { try persister.persistFirst([job]) }
-    }
-    func remove(_ persister: SQLiteJobPersister<CrashJob>?, _ index: Int) {
-        guard let persister else { return }
-        let job = job(index)
-        report(job.id, done: "D", failed: "X") { try persister.delete(job) }
     }
     func setReadOnly(_ readOnly: Bool, folderToo: Bool) {
         guard chmod(path, readOnly ? 0o444 : 0o644) == 0 else { fail("chmod \(path): \(errno)") }
@@ -68,28 +47,32 @@ func runSQLiteReadOnlyFault(path: String, tag: String) -> Never {
     var persister = open()
     guard persister != nil else { fail("open failed") }
     say("READY")
-    store(persister, 0..<20)
+    if let persister { store(0..<20, in: persister) }
     for (round, (folderToo, first, deleted)) in [(false, 5, 0), (true, 9, 1)].enumerated() {
         let base = 20 + 10 * round
         say(folderToo ? "ROUND file,folder" : "ROUND file")
         setReadOnly(true, folderToo: folderToo)
-        store(persister, base..<base + 5)
-        storeFirst(persister, first)
-        remove(persister, deleted)
+        if let persister {
+            store(base..<base + 5, in: persister)
+            storeFirst(first, in: persister)
+            remove(deleted, from: persister)
+        }
         say("RESTART")
         persister = nil
         persister = open()
-        store(persister, base + 5..<base + 7)
+        if let persister { store(base + 5..<base + 7, in: persister) }
         say("RESTORED")
         setReadOnly(false, folderToo: folderToo)
         persister = nil
         persister = open()
-        store(persister, base + 7..<base + 10)
+        if let persister { store(base + 7..<base + 10, in: persister) }
     }
-    store(persister, 40..<60)
-    remove(persister, 2)
-    storeFirst(persister, 7)
-    storeFirst(persister, 60)
+    if let persister {
+        store(40..<60, in: persister)
+        remove(2, from: persister)
+        storeFirst(7, in: persister)
+        storeFirst(60, in: persister)
+    }
     say("DONE")
     exit(0)
 }

@@ -98,7 +98,7 @@ if fault == "read-only-fault" {
 }
 
 if fault == "read-only-fault", arguments[1] == "sqlite" {
-    runSQLiteReadOnlyFault(path: location, tag: tag)
+    runSQLiteReadOnlyFault(path: location)
 }
 
 let persister: AnyJobPersister<CrashJob>
@@ -115,7 +115,7 @@ do {
 }
 say("READY")
 
-/// Job `index` of the file-size fault.
+/// Job `index` of a fault run (the file-size and read-only faults).
 func faultJob(_ index: Int) -> CrashJob {
     let id = "\(tag)-\(index)"
     return CrashJob(id: id, createdDate: Date(timeIntervalSinceReferenceDate: Double(index)), data: payload(for: id), action: "fault")
@@ -132,7 +132,7 @@ func report(_ id: String, done: String, failed: String, _ body: () throws -> Voi
 }
 
 /// Stores jobs `range` one at a time, printing `P <id>` or `E <id> <error>` for each.
-func store(_ range: Range<Int>) {
+func store(_ range: Range<Int>, in persister: AnyJobPersister<CrashJob>) {
     for index in range {
         let job = faultJob(index)
         report(job.id, done: "P", failed: "E") { try persister.persist([job]) }
@@ -147,14 +147,14 @@ let fileSizeResource = RLIMIT_FSIZE
 
 /// Stores job `index`, with the action "first", before every stored job, printing `F <id>` or
 /// `E <id> <error>`.
-func storeFirst(_ index: Int) {
+func storeFirst(_ index: Int, in persister: AnyJobPersister<CrashJob>) {
     var job = faultJob(index)
     job.action = "first"
     report(job.id, done: "F", failed: "E") { try persister.persistFirst([job]) }
 }
 
 /// Deletes job `index` (stored before the fault), printing `D <id>` or `X <id> <error>`.
-func remove(_ index: Int) {
+func remove(_ index: Int, from persister: AnyJobPersister<CrashJob>) {
     let job = faultJob(index)
     report(job.id, done: "D", failed: "X") { try persister.delete(job) }
 }
@@ -177,17 +177,17 @@ if let fault {
     // A write past the limit raises SIGXFSZ, which kills by default: ignored, the write fails
     // with EFBIG instead, which is what a full disk looks like to the persister (ENOSPC).
     signal(SIGXFSZ, SIG_IGN)
-    store(0..<20)
+    store(0..<20, in: persister)
     if fault == "read-only-fault" { setQueueFolder(writable: false) } else { limitFileSize(to: 1) }
-    store(20..<40)
-    storeFirst(5)  // a retry during the fault: job 5 must stay as and where it was
-    remove(0)  // a completion during the fault
+    store(20..<40, in: persister)
+    storeFirst(5, in: persister)  // a retry during the fault: job 5 must stay as and where it was
+    remove(0, from: persister)  // a completion during the fault
     // RLIM_INFINITY, clamped to the hard limit; or the folder writable again.
     if fault == "read-only-fault" { setQueueFolder(writable: true) } else { limitFileSize(to: rlim_t.max) }
-    store(40..<60)
-    remove(1)
-    storeFirst(7)
-    storeFirst(60)
+    store(40..<60, in: persister)
+    remove(1, from: persister)
+    storeFirst(7, in: persister)
+    storeFirst(60, in: persister)
     say("DONE")
     exit(0)
 }
