@@ -20,7 +20,11 @@ enum PostgresChangeFeed {
             let task = Task {
                 await follow(storage: storage, continuation: continuation, started: first.report)
             }
-            continuation.onTermination = { _ in task.cancel() }
+            let local = storage.addLocalFeed(continuation)
+            continuation.onTermination = { [weak storage] _ in
+                task.cancel()
+                storage?.removeLocalFeed(local)
+            }
         }
         return stream
     }
@@ -51,6 +55,8 @@ enum PostgresChangeFeed {
     ) async {
         let logger = storage.logger
         let decoder = JSONDecoder()
+        // This storage's own finishes: already delivered in process (`PostgresTaskStorage.finish`).
+        let own = Array(ChangeMessage.originPrefix(storage.origin).utf8)
         var failures = 0
         var listening = false
         while !Task.isCancelled {
@@ -81,6 +87,7 @@ enum PostgresChangeFeed {
                     failures = 0
                     listening = true
                     for try await notification in notifications {
+                        if notification.payload.utf8.starts(with: own) { continue }
                         let message = try? decoder.decode(ChangeMessage.self, from: Data(notification.payload.utf8))
                         if let changes = message?.changes() {
                             if !changes.isEmpty { continuation.yield(changes) }

@@ -242,7 +242,10 @@ struct PostgresSchema: Sendable {
     /// changed: `{"q":[…],"c":[[queue, collection, key, revision], …]}` objects of at most
     /// ~7,914 bytes (PostgreSQL's limit is 8,000), and `{"a":true}` for an entry longer than
     /// `entryLimit` bytes.
-    func finishQuery(outcomes: [TaskOutcome], epochs: [Int64], owner: String) -> PostgresQuery {
+    ///
+    /// Each notification starts with `origin` (`{"o":"…",`), so that the sender's own change feed
+    /// can skip it without decoding it: the sender delivers the same changes in process.
+    func finishQuery(outcomes: [TaskOutcome], epochs: [Int64], owner: String, origin: String) -> PostgresQuery {
         var kinds: [Int16] = []
         var untils: [Double] = []
         for outcome in outcomes {
@@ -299,11 +302,12 @@ struct PostgresSchema: Sendable {
             FROM entry WHERE octet_length(e) <= \(Self.entryLimit)
         ),
         payload AS (
-            SELECT '{' || concat_ws(',',
+            SELECT \(ChangeMessage.originPrefix(origin))::text || concat_ws(',',
                 '"q":[' || string_agg(e, ',') FILTER (WHERE k = 'q') || ']',
                 '"c":[' || string_agg(e, ',') FILTER (WHERE k = 'c') || ']') || '}' AS text
             FROM sized GROUP BY chunk
-            UNION ALL SELECT '{"a":true}' WHERE EXISTS (SELECT 1 FROM entry WHERE octet_length(e) > \(Self.entryLimit))
+            UNION ALL SELECT \(ChangeMessage.originPrefix(origin))::text || '"a":true}'
+            WHERE EXISTS (SELECT 1 FROM entry WHERE octet_length(e) > \(Self.entryLimit))
         ),
         notified AS (
             SELECT pg_notify(\(channel), text) FROM payload
@@ -317,8 +321,8 @@ struct PostgresSchema: Sendable {
     }
 
     /// A notification's entries start a new one after this many bytes. A notification holds at
-    /// most `chunkBytes + entryLimit` bytes of entries plus ~14 of JSON around them: under
-    /// PostgreSQL's 8,000.
+    /// most `chunkBytes + entryLimit` bytes of entries plus ~14 of JSON around them and the
+    /// origin's ~30: under PostgreSQL's 8,000.
     static let chunkBytes = 4_900
     /// An entry longer than this becomes `{"a":true}` (PostgreSQL's B-tree indexes refuse keys and
     /// queue names over ~2,700 bytes, so only both long at once come near it).

@@ -23,6 +23,12 @@ public final class PostgresTaskStorage: TaskStorage {
     private let runner: Task<Void, Never>
     /// The epoch of each lease a broker of this process holds, by owner and queue.
     private let epochs = Mutex<[LeaseKey: Int64]>([:])
+    /// Begins this storage's finish notifications (`ChangeMessage.originPrefix`): random letters
+    /// and digits, so that its own change feed skips them without decoding them.
+    let origin = String(UInt64.random(in: .min ... .max), radix: 36) + String(UInt64.random(in: .min ... .max), radix: 36)
+    /// The change feeds of this storage (``changes()``), by number. A finish delivers its changes
+    /// to them in process; its notifications are for the feeds of other storages.
+    private let localFeeds = Mutex<(next: Int, feeds: [Int: AsyncStream<[TaskStorageChange]>.Continuation])>((0, [:]))
 
     struct LeaseKey: Hashable {
         var owner: String
@@ -233,14 +239,37 @@ public final class PostgresTaskStorage: TaskStorage {
         // One statement, committed on its own: the outcomes, the leases' release and the change
         // notifications (four round trips before: BEGIN, the statement, the notifications, COMMIT).
         let report = try await run("store \(outcomes.count) outcome(s)") { () -> TaskFinishReport in
-            let rows = try await client.query(sql.finishQuery(outcomes: outcomes, epochs: leases, owner: owner), logger: logger)
+            let rows = try await client.query(
+                sql.finishQuery(outcomes: outcomes, epochs: leases, owner: owner, origin: origin), logger: logger
+            )
             var held: Set<String> = []
             var applied: Set<String> = []
-            for try await (queueName, kind, _, _, _) in rows.decode((String, String, String?, String?, Int64?).self) {
+            var completed: [StoredTask] = []
+            var failed: Set<String> = []
+            for try await (queueName, kind, collection, key, revision) in rows.decode((String, String, String?, String?, Int64?).self) {
                 switch kind {
-                case "held": held.insert(queueName)
-                case "done", "failed": applied.insert(queueName)
+                case "held":
+                    held.insert(queueName)
+                case "done":
+                    applied.insert(queueName)
+                    if let collection, let key, let revision {
+                        completed.append(StoredTask(
+                            key: key, collection: collection, queueName: queueName, payload: Data(), position: 0, revision: revision
+                        ))
+                    }
+                case "failed":
+                    applied.insert(queueName)
+                    failed.insert(queueName)
                 default: break
+                }
+            }
+            // What the statement's notifications tell other storages' feeds, told to this one's.
+            var changes: [TaskStorageChange] = []
+            if !failed.isEmpty { changes.append(.queuesChanged(failed.sorted())) }
+            if !completed.isEmpty { changes.append(.completed(completed)) }
+            if !changes.isEmpty {
+                for feed in localFeeds.withLock({ Array($0.feeds.values) }) {
+                    feed.yield(changes)
                 }
             }
             let queues = Set(outcomes.map(\.task.queueName))
@@ -328,6 +357,20 @@ public final class PostgresTaskStorage: TaskStorage {
     }
 
     // MARK: - Plumbing
+
+    /// Registers a change feed of this storage, which then hears this storage's finishes in
+    /// process; returns its number for ``removeLocalFeed(_:)``.
+    func addLocalFeed(_ feed: AsyncStream<[TaskStorageChange]>.Continuation) -> Int {
+        localFeeds.withLock { state in
+            state.next += 1
+            state.feeds[state.next] = feed
+            return state.next
+        }
+    }
+
+    func removeLocalFeed(_ number: Int) {
+        _ = localFeeds.withLock { $0.feeds.removeValue(forKey: number) }
+    }
 
     /// Sends the change notifications of a transaction (delivered when it commits).
     func notify(_ payloads: [String], on connection: PostgresConnection) async throws {

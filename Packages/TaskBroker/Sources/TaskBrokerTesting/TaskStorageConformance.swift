@@ -220,7 +220,7 @@ public enum TaskStorageConformance: Sendable {
         Check("a finish too large for one notification reports every completion and failure") { storage in
             // 200 completions and 100 failures with keys of ~200 bytes: ~60 KB of changes, far over
             // PostgreSQL's 8,000 bytes per notification. Then a key too long for any notification:
-            // listeners are told to read every queue.
+            // listeners still hear of it (or are told to read every queue).
             let long = String(repeating: "k", count: 200)
             let saved = try await storage.save((0..<300).map { task("\(long)-\($0)", "q\($0)") })
             let rest = try await storage.save([task("untouched", "rest")])
@@ -245,7 +245,8 @@ public enum TaskStorageConformance: Sendable {
             try expect(failed == Set(saved[200...].map(\.queueName)), "every failure is reported")
             let tooLong = try await storage.save([task(String(repeating: "x", count: 2_000), "huge-" + String(repeating: "h", count: 1_500))])
             try await settle(storage, [.completed(tooLong[0])])
-            // Until the catch-up, or the completion itself if it was sent after all.
+            // Until the catch-up (a notification could not carry it), or the completion itself
+            // (the backend delivered it another way, e.g. to its own feed in process).
             var caughtUp = false
             var reported = false
             while !caughtUp, !reported, let changes = await iterator.next() {
@@ -256,7 +257,7 @@ public enum TaskStorageConformance: Sendable {
                     }
                 }
             }
-            try expect(caughtUp && !reported, "a completion too long to notify makes listeners read every queue")
+            try expect(caughtUp || reported, "a completion too long to notify is still heard: reported, or listeners read every queue")
         },
     ]
 

@@ -111,6 +111,81 @@ struct PostgresTests {
         #expect(try await second.snapshot().isEmpty)
     }
 
+    /// A storage's own change feed hears its finishes in process and skips their notifications
+    /// unread; the notifications, built in SQL, are for every other storage. This is what another
+    /// `TaskDatabase` (another process) hears of one finish of 300 outcomes (~60 KB of changes,
+    /// over PostgreSQL's 8,000 bytes per notification), and of an entry too long to notify.
+    @Test func anotherDatabaseHearsEveryCompletionAndFailureOfALargeFinish() async throws {
+        let store = try TestStore(.postgres)
+        let worker = try await store.open().storage
+        let listener = try await store.open().storage
+        guard let ownFeed = try await worker.changes(), let feed = try await listener.changes() else {
+            Issue.record("the PostgreSQL backend has a change feed")
+            return
+        }
+        var own = ownFeed.makeAsyncIterator()
+        var other = feed.makeAsyncIterator()
+        let long = String(repeating: "k", count: 200)
+        let saved = try await worker.save((0..<300).map { NewTask(key: "\(long)-\($0)", collection: "c", queueName: "q\($0)", payload: Data()) })
+        let rest = try await worker.save([NewTask(key: "untouched", collection: "c", queueName: "rest", payload: Data())])
+        // Both feeds hear the saves (one notification, read by both).
+        #expect(await own.next() == [.queuesChanged(saved.map(\.queueName).sorted())])
+        #expect(await other.next() == [.queuesChanged(saved.map(\.queueName).sorted())])
+        _ = await own.next()
+        _ = await other.next()
+
+        let outcomes = saved.enumerated().map { index, task -> TaskOutcome in
+            index < 200 ? .completed(task) : .failed(task, pause: nil)
+        }
+        #expect(try await worker.claim(saved, owner: "w", leaseDuration: .seconds(30)).allSatisfy { $0 == .granted })
+        #expect(try await worker.finish(outcomes, owner: "w") == TaskFinishReport())
+        let expectedCompleted = Set(saved[..<200].map { "\($0.queueName)/\($0.key)@\($0.revision)" })
+        let expectedFailed = Set(saved[200...].map(\.queueName))
+        var notifications = 0
+        var completed: Set<String> = []
+        var failed: Set<String> = []
+        while completed.count < 200 || failed.count < 100, let changes = await other.next() {
+            notifications += 1
+            for change in changes {
+                switch change {
+                case .completed(let tasks): completed.formUnion(tasks.map { "\($0.queueName)/\($0.key)@\($0.revision)" })
+                case .queuesChanged(let names):
+                    #expect(!names.contains("rest"), "no notification was too long (a catch-up read every queue)")
+                    failed.formUnion(names)
+                }
+            }
+        }
+        #expect(completed == expectedCompleted)
+        #expect(failed == expectedFailed)
+        #expect(notifications > 1, "the changes did not fit one notification: \(notifications)")
+        // The worker's own feed: the same changes, in one delivery, from the finish itself.
+        let mine = await own.next() ?? []
+        #expect(mine.first == .queuesChanged(expectedFailed.sorted()))
+        #expect(mine.count == 2)
+        if case .completed(let tasks)? = mine.last {
+            #expect(Set(tasks.map { "\($0.queueName)/\($0.key)@\($0.revision)" }) == expectedCompleted)
+        } else {
+            Issue.record("the worker's own feed hears the completions: \(mine)")
+        }
+
+        // An entry too long for any notification: the other database reads every queue; the
+        // worker's own feed still hears the completion itself.
+        let tooLong = try await worker.save([NewTask(
+            key: String(repeating: "x", count: 2_000), collection: "c", queueName: "huge-" + String(repeating: "h", count: 1_500), payload: Data()
+        )])
+        _ = await own.next()
+        _ = await other.next()
+        #expect(try await worker.claim(tooLong, owner: "w", leaseDuration: .seconds(30)) == [.granted])
+        #expect(try await worker.finish([.completed(tooLong[0])], owner: "w") == TaskFinishReport())
+        let caughtUp = await other.next() ?? []
+        #expect(caughtUp == [.queuesChanged((expectedFailed.sorted() + ["rest"]).sorted())], "the other database reads every stored queue: \(caughtUp)")
+        let heard = await own.next() ?? []
+        #expect(heard == [.completed([StoredTask(
+            key: tooLong[0].key, collection: "c", queueName: tooLong[0].queueName, payload: Data(), position: 0, revision: tooLong[0].revision
+        )])])
+        #expect(rest.count == 1)
+    }
+
     @Test func settingUpTheSameNameTwiceOnOneDatabaseIsStillAnError() async throws {
         let database = try await TestStore(.postgres).open()
         let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: RecordingHandler<TestAction>())

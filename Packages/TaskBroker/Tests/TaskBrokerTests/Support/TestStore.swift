@@ -68,9 +68,15 @@ enum PostgresTestServer {
         }
     }
 
+    struct NoRestartCommand: Error, CustomStringConvertible {
+        var description: String {
+            "QUEUEKIT_PG_RESTART is not set: the restart tests need the command that restarts the throwaway server. Run them through `make test-all` (or `make test PACKAGE=TaskBroker`), or export QUEUEKIT_PG_RESTART=\"$PWD/Scripts/postgres.sh restart\" beside QUEUEKIT_PG_URL."
+        }
+    }
+
     /// The command that restarts the server (`Scripts/postgres.sh restart`), from `make test-all`.
     static func restartCommand() throws -> String {
-        guard let command = ProcessInfo.processInfo.environment["QUEUEKIT_PG_RESTART"], !command.isEmpty else { throw NotStarted() }
+        guard let command = ProcessInfo.processInfo.environment["QUEUEKIT_PG_RESTART"], !command.isEmpty else { throw NoRestartCommand() }
         return command
     }
 
