@@ -20,14 +20,16 @@ public import Synchronization
 /// handlers. `FutureResult` is `Sendable`; its only public subclass is ``DeferredResult``.
 // `@unchecked` because the class is not final (``DeferredResult`` and the internal
 // `PipeLink` subclass it) and `storage` is a `var` beside its lock rather than inside it.
-// Safe: `storage` is read and written only inside `withState`, that is under `lock`; the class
+// Safe: `storage` is read and written only inside `withState`, that is under `lock` (and by
+// `deinit`, which no other access can overlap); the class
 // is not `open`, `DeferredResult` adds no state and `PipeLink` adds a `@Sendable` closure that
 // only the one handler it attaches reads and clears (see `PipeLink`).
 public class FutureResult<Value: Sendable>: @unchecked Sendable {
     // The lock and the state it guards are two stored properties instead of one
     // `Mutex<ResultState<Value>>`: destroying a `Mutex` of a generic type looked up three
     // generic types at run time (`ResultState`, `Mutex`, `_Cell`), a sixth of a chain link;
-    // a `Mutex<Void>` needs none, and `ResultState<Value>` one.
+    // a `Mutex<Void>` needs none, and `ResultState<Value>`, whose layout does not depend on
+    // `Value` (see `ValueSlot`), none either.
     @usableFromInline let lock: Mutex<Void>
     // Only inside `withState`, so never two accesses at once (no dynamic check needed).
     @exclusivity(unchecked) @usableFromInline var storage: ResultState<Value>
@@ -46,6 +48,12 @@ public class FutureResult<Value: Sendable>: @unchecked Sendable {
     public init(result: Result<Value, any Error>) {
         lock = Mutex(())
         storage = ResultState(value: result)
+    }
+
+    deinit {
+        // The value lives in a `ValueSlot`, which the state's own destruction leaves alone.
+        // `SlotWords` rather than a method of the state: see `ValueSlot.destroy()`.
+        SlotWords.destroy(&storage.success.words, isSet: &storage.success.isSet, as: Value.self)
     }
 
     /// Runs `body` on the state, under the lock: the only way to reach `storage`.

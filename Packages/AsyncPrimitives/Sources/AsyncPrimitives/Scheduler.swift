@@ -65,18 +65,38 @@ enum FillOutcome<Value: Sendable>: Sendable {
 /// The first handler is stored inline: most futures in a chain have exactly one. After a fill
 /// that returned ``FillOutcome/appendToDrain``, `first` holds that handler until the running
 /// block takes it with ``takePending()``; handlers added after the fill are never stored.
+///
+/// The value is kept in a ``ValueSlot``, so no stored property's layout depends on `Value`:
+/// destroying the state in the future's unspecialised `deinit` looks up no generic metadata.
+/// The owner's `deinit` destroys the value.
 @usableFromInline
 struct CallbackState<Value: Sendable>: ~Copyable, Sendable {
-    @usableFromInline var value: Value?
+    @usableFromInline var slot: ValueSlot<Value>
     @usableFromInline var first: Callback<Value>?
     @usableFromInline var rest: [Callback<Value>]
 
     @inlinable
-    init(value: Value? = nil) {
-        self.value = value
+    init() {
+        self.slot = ValueSlot()
         self.first = nil
         self.rest = []
     }
+
+    @inlinable
+    init(value: Value) {
+        self.init()
+        slot.set(value)
+    }
+
+    /// The value, once filled.
+    @inlinable
+    var value: Value? {
+        mutating get { slot.value }
+    }
+
+    /// Whether the future is filled.
+    @inlinable
+    var isFilled: Bool { slot.isSet }
 
     /// Stores `callback` unless the future is filled.
     ///
@@ -101,8 +121,8 @@ struct CallbackState<Value: Sendable>: ~Copyable, Sendable {
     /// the handler then runs after the current job, as a job made for it would, without one.
     @inlinable
     mutating func fill(_ newValue: Value, drain: DrainContext?) -> FillOutcome<Value> {
-        if value != nil { return .alreadyFilled }
-        value = newValue
+        if slot.isSet { return .alreadyFilled }
+        slot.set(newValue)
         if let drain, rest.isEmpty, let queue = first?.queue, drain.accepts(queue) {
             return .appendToDrain
         }
@@ -118,6 +138,7 @@ struct CallbackState<Value: Sendable>: ~Copyable, Sendable {
         guard let value, let callback = first.take() else { return nil }
         return (callback, value)
     }
+
 }
 
 /// The handlers taken from a future at its fill.
