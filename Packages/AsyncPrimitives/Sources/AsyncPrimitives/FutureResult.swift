@@ -153,16 +153,25 @@ public class FutureResult<Value: Sendable>: @unchecked Sendable {
             callbacks.run(with: result)
         case .appendToDrain:
             // `drain` is not nil: `fill` returns `.appendToDrain` only when it is.
-            drain?.appendReady(ReadyFuture(future: self) { future in
-                // Only this closure's `complete` puts the future in a `ReadyFuture`, so
-                // `future` is `self`, of this type.
-                unsafeDowncast(future, to: FutureResult<Value>.self).runPending()
-            })
+            drain?.appendReady(readyFuture)
+        case .dispatchPending(let queue):
+            drain?.seal()
+            DrainContext.dispatch(readyFuture, on: queue)
         }
         return true
     }
 
-    /// Runs the handler that ``complete(_:)`` left pending for the running block.
+    /// This future, for a block's job list, once ``complete(_:)`` has left its handler pending.
+    @inlinable
+    final var readyFuture: ReadyFuture {
+        ReadyFuture(future: self) { future in
+            // Only `readyFuture` puts a future in a `ReadyFuture` with this function, so `future`
+            // is of this type.
+            unsafeDowncast(future, to: FutureResult<Value>.self).runPending()
+        }
+    }
+
+    /// Runs the handler that ``complete(_:)`` left pending for the block that runs it.
     @inlinable
     final func runPending() {
         if let (callback, value) = withState({ $0.takePending() }) {

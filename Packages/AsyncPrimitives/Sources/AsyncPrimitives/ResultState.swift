@@ -66,8 +66,9 @@ struct ResultState<Value: Sendable>: ~Copyable, Sendable {
         case .success(let value): success.set(value)
         case .failure(let error): failure = error
         }
-        if let drain, rest.isEmpty, let queue = first?.queue, drain.accepts(queue) {
-            return .appendToDrain
+        if rest.isEmpty, let queue = first?.queue {
+            if let drain, drain.accepts(queue) { return .appendToDrain }
+            return .dispatchPending(queue)
         }
         let callbacks = Callbacks(first: first, rest: rest)
         first = nil
