@@ -1,10 +1,11 @@
 import AsyncPrimitives
 import AsyncPrimitivesTesting
 import Dispatch
+import Synchronization
 import Testing
 
 /// A fill racing `then` on another thread: whichever wins, every handler runs exactly once,
-/// with the value, on its queue. Each race is run many times, the two sides started together.
+/// with the value, on its queue. Each race is run many times, the two sides released together.
 @Suite(.timeLimit(.minutes(1)))
 struct FillRaceTests {
     private static let rounds = 2_000
@@ -23,97 +24,138 @@ struct FillRaceTests {
         })
     }
 
+    /// Counts how often the attaching side found the future filled already, and how often not:
+    /// the races are only worth something if both happen.
+    private final class Outcomes: Sendable {
+        let filledFirst = Atomic<Int>(0)
+        let attachedFirst = Atomic<Int>(0)
+
+        func record(filled: Bool) {
+            if filled {
+                filledFirst.wrappingAdd(1, ordering: .relaxed)
+            } else {
+                attachedFirst.wrappingAdd(1, ordering: .relaxed)
+            }
+        }
+    }
+
     @Test func aDeferredFilledWhileAnotherThreadAttachesHandlersRunsEachOnce() async {
         let names = ["race-a", "race-b", "race-a"]
         let queues = names.map { namedQueue($0) }
         let reports = EventCollector<Report>()
-        await offThePool {
-            for round in 0..<Self.rounds {
-                let deferred = Deferred<Int>()
-                DispatchQueue.concurrentPerform(iterations: 2) { side in
-                    if side == 0 {
-                        for (handler, queue) in queues.enumerated() {
-                            deferred.then(upon: queue) { value in
-                                reports.record(Report(
-                                    round: round, handler: handler, queue: currentQueueName() ?? "?", value: value
-                                ))
-                            }
-                        }
-                    } else {
-                        deferred.fill(value: round)
+        let outcomes = Outcomes()
+        for round in 0..<Self.rounds {
+            let deferred = Deferred<Int>()
+            await race(round) {
+                outcomes.record(filled: deferred.isFilled)
+                for (handler, queue) in queues.enumerated() {
+                    deferred.then(upon: queue) { value in
+                        reports.record(Report(
+                            round: round, handler: handler, queue: currentQueueName() ?? "?", value: value
+                        ))
                     }
                 }
+            } fill: {
+                deferred.fill(value: round)
             }
         }
         let all = await reports.values(count: Self.rounds * names.count)
         #expect(all.count == Set(all).count)
         #expect(Set(all) == Self.expected(queues: names))
+        #expect(outcomes.filledFirst.load(ordering: .relaxed) > 0)
+        #expect(outcomes.attachedFirst.load(ordering: .relaxed) > 0)
     }
 
     @Test func aDeferredResultFilledWhileAnotherThreadAttachesHandlersRunsEachOnce() async {
         let names = ["result-race-a", "result-race-b"]
         let queues = names.map { namedQueue($0) }
         let reports = EventCollector<Report>()
-        await offThePool {
-            for round in 0..<Self.rounds {
-                let deferred = DeferredResult<Int>()
-                DispatchQueue.concurrentPerform(iterations: 2) { side in
-                    if side == 0 {
-                        for (handler, queue) in queues.enumerated() {
-                            deferred.then(upon: queue) { result in
-                                reports.record(Report(
-                                    round: round, handler: handler, queue: currentQueueName() ?? "?",
-                                    value: (try? result.get()) ?? -1
-                                ))
-                            }
-                        }
-                    } else {
-                        deferred.success(value: round)
+        let outcomes = Outcomes()
+        for round in 0..<Self.rounds {
+            let deferred = DeferredResult<Int>()
+            await race(round) {
+                outcomes.record(filled: deferred.isFilled)
+                for (handler, queue) in queues.enumerated() {
+                    deferred.then(upon: queue) { result in
+                        reports.record(Report(
+                            round: round, handler: handler, queue: currentQueueName() ?? "?",
+                            value: (try? result.get()) ?? -1
+                        ))
                     }
                 }
+            } fill: {
+                deferred.success(value: round)
             }
         }
         let all = await reports.values(count: Self.rounds * names.count)
         #expect(all.count == Set(all).count)
         #expect(Set(all) == Self.expected(queues: names))
+        #expect(outcomes.filledFirst.load(ordering: .relaxed) > 0)
+        #expect(outcomes.attachedFirst.load(ordering: .relaxed) > 0)
     }
 
-    /// Many futures filled on one thread while another attaches their handlers: those attached
-    /// in time are dispatched by the filling thread (joining its blocks), the others by the
-    /// attaching thread; each runs once, on its queue.
+    /// Many futures, their handlers attached from the first while another thread fills them
+    /// from the last: the two cross, so some are filled before their handler is attached and
+    /// some after. Those attached in time are dispatched by the filling thread (joining its
+    /// blocks), the others by the attaching thread; each runs once, on its queue.
     @Test func fillsRacingAttachesOfManyFuturesLoseNoHandler() async {
         let queue = namedQueue("race-many")
         let reports = EventCollector<Report>()
+        let outcomes = Outcomes()
         let deferreds = (0..<Self.rounds).map { _ in Deferred<Int>() }
-        await offThePool {
-            DispatchQueue.concurrentPerform(iterations: 2) { side in
-                if side == 0 {
-                    for (round, deferred) in deferreds.enumerated() {
-                        deferred.then(upon: queue) { value in
-                            reports.record(Report(
-                                round: round, handler: 0, queue: currentQueueName() ?? "?", value: value
-                            ))
-                        }
-                    }
-                } else {
-                    for (round, deferred) in deferreds.enumerated() {
-                        deferred.fill(value: round)
-                    }
+        await race(0) {
+            for (round, deferred) in deferreds.enumerated() {
+                outcomes.record(filled: deferred.isFilled)
+                deferred.then(upon: queue) { value in
+                    reports.record(Report(
+                        round: round, handler: 0, queue: currentQueueName() ?? "?", value: value
+                    ))
                 }
+            }
+        } fill: {
+            for (round, deferred) in deferreds.enumerated().reversed() {
+                deferred.fill(value: round)
             }
         }
         let all = await reports.values(count: Self.rounds)
         #expect(all.count == Set(all).count)
         #expect(Set(all) == Self.expected(queues: ["race-many"]))
+        #expect(outcomes.filledFirst.load(ordering: .relaxed) > 0)
+        #expect(outcomes.attachedFirst.load(ordering: .relaxed) > 0)
     }
 
-    /// Runs the blocking `DispatchQueue.concurrentPerform` races on a Dispatch thread, not on
-    /// the cooperative pool, and returns when they are done.
-    private func offThePool(_ body: @escaping @Sendable () -> Void) async {
+    /// Runs `attach` and `fill` on two Dispatch threads (not the cooperative pool), each
+    /// waiting, for a bounded spin, until the other has arrived, so that they start together;
+    /// the side started first alternates with `round`. Returns when both are done.
+    private func race(
+        _ round: Int,
+        attach: @escaping @Sendable () -> Void,
+        fill: @escaping @Sendable () -> Void
+    ) async {
+        let arrived = Arrivals()
+        let sides = round.isMultiple(of: 2) ? [attach, fill] : [fill, attach]
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            DispatchQueue.global().async {
-                body()
-                continuation.resume()
+            let group = DispatchGroup()
+            for side in sides {
+                DispatchQueue.global().async(group: group) {
+                    arrived.arriveAndWait()
+                    side()
+                }
+            }
+            group.notify(queue: .global()) { continuation.resume() }
+        }
+    }
+
+    /// A two-party start line. The wait is bounded: when the pool has no second thread free,
+    /// the side that arrived goes on alone (a race then, too, just a less even one).
+    private final class Arrivals: Sendable {
+        private let count = Atomic<Int>(0)
+
+        func arriveAndWait() {
+            count.wrappingAdd(1, ordering: .acquiringAndReleasing)
+            var spins = 0
+            while count.load(ordering: .acquiring) < 2, spins < 100_000 {
+                spins += 1
             }
         }
     }
