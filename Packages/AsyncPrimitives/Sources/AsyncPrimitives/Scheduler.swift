@@ -104,15 +104,16 @@ struct CallbackState<Value: Sendable>: ~Copyable, Sendable {
     @inlinable
     var isFilled: Bool { slot.isSet }
 
-    /// Stores `callback` unless the future is filled.
+    /// Moves `callback` into the state unless the future is filled.
     ///
-    /// - Returns: The value when the future is already filled; the caller runs `callback`.
+    /// - Returns: The value when the future is already filled; `callback` is left in place
+    ///   then, for the caller to run.
     @inlinable
-    mutating func add(_ callback: Callback<Value>) -> Value? {
+    mutating func add(_ callback: inout Callback<Value>?) -> Value? {
         if let value { return value }
         if first == nil {
-            first = callback
-        } else {
+            first = callback.take()
+        } else if let callback = callback.take() {
             rest.append(callback)
         }
         return nil
@@ -257,8 +258,10 @@ enum DrainItem: Sendable {
     case job(Job)
     case ready(ReadyFuture)
 
-    func run() {
-        switch self {
+    // `consuming`: the job or the future moves out of the item instead of being copied
+    // (a retain and a release each, per chain link).
+    consuming func run() {
+        switch consume self {
         case .job(let job): job()
         case .ready(let ready): ready.run(ready.future)
         }
@@ -277,6 +280,10 @@ final class DrainContext {
     // again (a job runs after it has been moved off the list).
     @exclusivity(unchecked) private var jobs: [DrainItem] = []
     @exclusivity(unchecked) private var head = 0
+    /// The job appended while the list was empty (in a chain, every link's): it runs before
+    /// any on `jobs`, which were all appended after it. Taken from an optional, it is moved
+    /// out; taken from the array, it was copied (a retain and a release per chain link).
+    @exclusivity(unchecked) private var single: DrainItem?
     /// Set once a job of this block has dispatched a block of its own: from then on, jobs for
     /// `queue` are dispatched too, so that none overtakes that block.
     private var sealed = false
@@ -307,19 +314,32 @@ final class DrainContext {
 
     @usableFromInline
     func append(_ job: @escaping Job) {
-        jobs.append(.job(job))
+        append(item: .job(job))
     }
 
     /// Appends a future whose one handler is pending (see ``FillOutcome/appendToDrain``):
     /// that handler runs after the jobs already on the list, as an appended job would.
     @usableFromInline
-    func appendReady(_ ready: ReadyFuture) {
-        jobs.append(.ready(ready))
+    func appendReady(_ ready: consuming ReadyFuture) {
+        append(item: .ready(ready))
+    }
+
+    private func append(item: consuming DrainItem) {
+        if single == nil, head == jobs.count {
+            single = item
+        } else {
+            jobs.append(item)
+        }
     }
 
     /// Runs the jobs on the list, in order, including those they append, until it is empty.
     private func runNested() {
-        while head < jobs.count {
+        while true {
+            if let item = single.take() {
+                item.run()
+                continue
+            }
+            guard head < jobs.count else { return }
             let item: DrainItem
             if head == jobs.count - 1 {
                 // The last item (in a chain, the only one) is moved out, not copied; the ones
