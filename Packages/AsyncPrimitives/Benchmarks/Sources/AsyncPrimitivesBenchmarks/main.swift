@@ -160,7 +160,9 @@ if let profile = getenv("QUEUEKIT_BENCH_PROFILE").map({ String(cString: $0) }) {
         case "seed": await ourFuturesFilledFromOutside(count: count, counter: Counter())
         case "nio-chain": try await nioChain(links: count)
         case "nio-seed": try await nioFutures(count: count, counter: Counter())
-        default: fatalError("QUEUEKIT_BENCH_PROFILE: chain, seed, nio-chain or nio-seed")
+        default:
+            print("QUEUEKIT_BENCH_PROFILE: chain, seed, nio-chain or nio-seed, not \(profile)")
+            exit(64)
         }
     }
     try await group.shutdownGracefully()
