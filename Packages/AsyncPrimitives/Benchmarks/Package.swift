@@ -19,6 +19,15 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
+        // The same rows one side at a time, synchronously, for callgrind.
+        .executableTarget(
+            name: "AsyncPrimitivesProfile",
+            dependencies: [
+                .product(name: "AsyncPrimitives", package: "AsyncPrimitives"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

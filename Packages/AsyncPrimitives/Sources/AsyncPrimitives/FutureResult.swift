@@ -20,14 +20,16 @@ public import Synchronization
 /// handlers. `FutureResult` is `Sendable`; its only public subclass is ``DeferredResult``.
 // `@unchecked` because the class is not final (``DeferredResult`` and the internal
 // `PipeLink` subclass it) and `storage` is a `var` beside its lock rather than inside it.
-// Safe: `storage` is read and written only inside `withState`, that is under `lock`; the class
+// Safe: `storage` is read and written only inside `withState`, that is under `lock` (and by
+// `deinit`, which no other access can overlap); the class
 // is not `open`, `DeferredResult` adds no state and `PipeLink` adds a `@Sendable` closure that
 // only the one handler it attaches reads and clears (see `PipeLink`).
 public class FutureResult<Value: Sendable>: @unchecked Sendable {
     // The lock and the state it guards are two stored properties instead of one
     // `Mutex<ResultState<Value>>`: destroying a `Mutex` of a generic type looked up three
     // generic types at run time (`ResultState`, `Mutex`, `_Cell`), a sixth of a chain link;
-    // a `Mutex<Void>` needs none, and `ResultState<Value>` one.
+    // a `Mutex<Void>` needs none, and `ResultState<Value>`, whose layout does not depend on
+    // `Value` (see `ValueSlot`), none either.
     @usableFromInline let lock: Mutex<Void>
     // Only inside `withState`, so never two accesses at once (no dynamic check needed).
     @exclusivity(unchecked) @usableFromInline var storage: ResultState<Value>
@@ -46,6 +48,12 @@ public class FutureResult<Value: Sendable>: @unchecked Sendable {
     public init(result: Result<Value, any Error>) {
         lock = Mutex(())
         storage = ResultState(value: result)
+    }
+
+    deinit {
+        // The value lives in a `ValueSlot`, which the state's own destruction leaves alone.
+        // `SlotWords` rather than a method of the state: see `ValueSlot.destroy()`.
+        SlotWords.destroy(&storage.success.words, isSet: &storage.success.isSet, as: Value.self)
     }
 
     /// Runs `body` on the state, under the lock: the only way to reach `storage`.
@@ -126,8 +134,12 @@ public class FutureResult<Value: Sendable>: @unchecked Sendable {
 
     /// Attaches a callback; runs it at once (as scheduled) when the future is filled.
     @inlinable
-    final func observe(_ callback: Callback<Result<Value, any Error>>) {
-        if let value = withState({ $0.add(callback) }) {
+    final func observe(_ callback: consuming Callback<Result<Value, any Error>>) {
+        // Moved into the state through an optional, not copied: a copy retains the queue and
+        // the handler's context and releases them again (a sixth of the time spent building a
+        // chain).
+        var callback = Optional(callback)
+        if let value = withState({ $0.add(&callback) }), let callback = callback.take() {
             Scheduler.schedule(callback, with: value)
         }
     }
@@ -145,16 +157,25 @@ public class FutureResult<Value: Sendable>: @unchecked Sendable {
             callbacks.run(with: result)
         case .appendToDrain:
             // `drain` is not nil: `fill` returns `.appendToDrain` only when it is.
-            drain?.appendReady(ReadyFuture(future: self) { future in
-                // Only this closure's `complete` puts the future in a `ReadyFuture`, so
-                // `future` is `self`, of this type.
-                unsafeDowncast(future, to: FutureResult<Value>.self).runPending()
-            })
+            drain?.appendReady(readyFuture)
+        case .dispatchPending(let queue):
+            drain?.seal()
+            DrainContext.dispatch(readyFuture, on: queue)
         }
         return true
     }
 
-    /// Runs the handler that ``complete(_:)`` left pending for the running block.
+    /// This future, for a block's job list, once ``complete(_:)`` has left its handler pending.
+    @inlinable
+    final var readyFuture: ReadyFuture {
+        ReadyFuture(future: self) { future in
+            // Only `readyFuture` puts a future in a `ReadyFuture` with this function, so `future`
+            // is of this type.
+            unsafeDowncast(future, to: FutureResult<Value>.self).runPending()
+        }
+    }
+
+    /// Runs the handler that ``complete(_:)`` left pending for the block that runs it.
     @inlinable
     final func runPending() {
         if let (callback, value) = withState({ $0.takePending() }) {

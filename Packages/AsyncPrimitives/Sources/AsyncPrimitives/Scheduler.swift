@@ -31,8 +31,10 @@ struct Callback<Value: Sendable>: Sendable {
     }
 }
 
-/// A future filled inside a block running on the queue of its one handler: the block runs
-/// that handler after the current job, through `run`, without allocating a job for it.
+/// A filled future whose one handler is kept pending in it, on a block's job list: the block
+/// runs that handler in its turn, through `run`, without allocating a job for it. Either the
+/// future was filled inside a block running on that handler's queue, or it was filled
+/// elsewhere and joined (or started) a block for that queue as a job would.
 ///
 /// `run` is a non-capturing function, specialised for the future's type where the future was
 /// filled; it takes the handler and the value from `future` and runs the handler.
@@ -58,6 +60,10 @@ enum FillOutcome<Value: Sendable>: Sendable {
     /// The future kept its one handler as pending: append the future to the running block
     /// (``DrainContext/appendReady(_:)``), which takes the handler when its turn comes.
     case appendToDrain
+    /// The future kept its one handler, bound for this queue, as pending: dispatch the future
+    /// on it (``DrainContext/dispatch(_:on:)-(ReadyFuture,_)``) as a job would be, without
+    /// allocating the job.
+    case dispatchPending(DispatchQueue)
 }
 
 /// The handlers of a future and, once filled, its value.
@@ -65,28 +71,49 @@ enum FillOutcome<Value: Sendable>: Sendable {
 /// The first handler is stored inline: most futures in a chain have exactly one. After a fill
 /// that returned ``FillOutcome/appendToDrain``, `first` holds that handler until the running
 /// block takes it with ``takePending()``; handlers added after the fill are never stored.
+///
+/// The value is kept in a ``ValueSlot``, so no stored property's layout depends on `Value`:
+/// destroying the state in the future's unspecialised `deinit` looks up no generic metadata.
+/// The owner's `deinit` destroys the value.
 @usableFromInline
 struct CallbackState<Value: Sendable>: ~Copyable, Sendable {
-    @usableFromInline var value: Value?
+    @usableFromInline var slot: ValueSlot<Value>
     @usableFromInline var first: Callback<Value>?
     @usableFromInline var rest: [Callback<Value>]
 
     @inlinable
-    init(value: Value? = nil) {
-        self.value = value
+    init() {
+        self.slot = ValueSlot()
         self.first = nil
         self.rest = []
     }
 
-    /// Stores `callback` unless the future is filled.
-    ///
-    /// - Returns: The value when the future is already filled; the caller runs `callback`.
     @inlinable
-    mutating func add(_ callback: Callback<Value>) -> Value? {
+    init(value: Value) {
+        self.init()
+        slot.set(value)
+    }
+
+    /// The value, once filled.
+    @inlinable
+    var value: Value? {
+        mutating get { slot.value }
+    }
+
+    /// Whether the future is filled.
+    @inlinable
+    var isFilled: Bool { slot.isSet }
+
+    /// Moves `callback` into the state unless the future is filled.
+    ///
+    /// - Returns: The value when the future is already filled; `callback` is left in place
+    ///   then, for the caller to run.
+    @inlinable
+    mutating func add(_ callback: inout Callback<Value>?) -> Value? {
         if let value { return value }
         if first == nil {
-            first = callback
-        } else {
+            first = callback.take()
+        } else if let callback = callback.take() {
             rest.append(callback)
         }
         return nil
@@ -96,15 +123,17 @@ struct CallbackState<Value: Sendable>: ~Copyable, Sendable {
     ///
     /// The future keeps no reference to its handlers afterwards, so a handler that captures
     /// the future does not form a cycle once the future is filled. When the future has
-    /// exactly one handler and `drain` (the block running on this thread) accepts its queue,
-    /// the handler stays in `first` as pending and the caller appends the future to `drain`:
-    /// the handler then runs after the current job, as a job made for it would, without one.
+    /// exactly one handler, for a queue, the handler stays in `first` as pending and the caller
+    /// appends the future to `drain` (the block running on this thread) if that accepts the
+    /// queue, or dispatches it on the queue: the handler then runs as a job made for it would,
+    /// without one.
     @inlinable
     mutating func fill(_ newValue: Value, drain: DrainContext?) -> FillOutcome<Value> {
-        if value != nil { return .alreadyFilled }
-        value = newValue
-        if let drain, rest.isEmpty, let queue = first?.queue, drain.accepts(queue) {
-            return .appendToDrain
+        if slot.isSet { return .alreadyFilled }
+        slot.set(newValue)
+        if rest.isEmpty, let queue = first?.queue {
+            if let drain, drain.accepts(queue) { return .appendToDrain }
+            return .dispatchPending(queue)
         }
         let callbacks = Callbacks(first: first, rest: rest)
         first = nil
@@ -118,6 +147,7 @@ struct CallbackState<Value: Sendable>: ~Copyable, Sendable {
         guard let value, let callback = first.take() else { return nil }
         return (callback, value)
     }
+
 }
 
 /// The handlers taken from a future at its fill.
@@ -223,24 +253,37 @@ enum Scheduler: Sendable {
     }
 }
 
+/// One entry of a block's job list or of a batch: a job, or a future with a pending handler.
+enum DrainItem: Sendable {
+    case job(Job)
+    case ready(ReadyFuture)
+
+    // `consuming`: the job or the future moves out of the item instead of being copied
+    // (a retain and a release each, per chain link).
+    consuming func run() {
+        switch consume self {
+        case .job(let job): job()
+        case .ready(let ready): ready.run(ready.future)
+        }
+    }
+}
+
 /// The job list of one dispatched block, reachable from the thread that runs it.
 ///
 /// Only the thread running the block touches it (it is found through a thread-local slot that
 /// the block sets on entry and restores on exit), so it needs no lock.
 @usableFromInline
 final class DrainContext {
-    /// One entry of the job list.
-    private enum Item {
-        case job(Job)
-        case ready(ReadyFuture)
-    }
-
     @usableFromInline let queue: DispatchQueue
     // No dynamic exclusivity checks on the list (they were ~3% of a chain link): only the
     // thread running the block touches it, and no access spans a call that could reach it
     // again (a job runs after it has been moved off the list).
-    @exclusivity(unchecked) private var jobs: [Item] = []
+    @exclusivity(unchecked) private var jobs: [DrainItem] = []
     @exclusivity(unchecked) private var head = 0
+    /// The job appended while the list was empty (in a chain, every link's): it runs before
+    /// any on `jobs`, which were all appended after it. Taken from an optional, it is moved
+    /// out; taken from the array, it was copied (a retain and a release per chain link).
+    @exclusivity(unchecked) private var single: DrainItem?
     /// Set once a job of this block has dispatched a block of its own: from then on, jobs for
     /// `queue` are dispatched too, so that none overtakes that block.
     private var sealed = false
@@ -271,20 +314,33 @@ final class DrainContext {
 
     @usableFromInline
     func append(_ job: @escaping Job) {
-        jobs.append(.job(job))
+        append(item: .job(job))
     }
 
     /// Appends a future whose one handler is pending (see ``FillOutcome/appendToDrain``):
     /// that handler runs after the jobs already on the list, as an appended job would.
     @usableFromInline
-    func appendReady(_ ready: ReadyFuture) {
-        jobs.append(.ready(ready))
+    func appendReady(_ ready: consuming ReadyFuture) {
+        append(item: .ready(ready))
+    }
+
+    private func append(item: consuming DrainItem) {
+        if single == nil, head == jobs.count {
+            single = item
+        } else {
+            jobs.append(item)
+        }
     }
 
     /// Runs the jobs on the list, in order, including those they append, until it is empty.
     private func runNested() {
-        while head < jobs.count {
-            let item: Item
+        while true {
+            if let item = single.take() {
+                item.run()
+                continue
+            }
+            guard head < jobs.count else { return }
+            let item: DrainItem
             if head == jobs.count - 1 {
                 // The last item (in a chain, the only one) is moved out, not copied; the ones
                 // before it have run.
@@ -297,10 +353,7 @@ final class DrainContext {
                 item = jobs[head]
                 head += 1
             }
-            switch item {
-            case .job(let job): job()
-            case .ready(let ready): ready.run(ready.future)
-            }
+            item.run()
         }
     }
 
@@ -315,17 +368,29 @@ final class DrainContext {
     /// block is for `queue` and has not finished; otherwise it dispatches a new block.
     @usableFromInline
     static func dispatch(_ job: @escaping Job, on queue: DispatchQueue) {
+        dispatch(DrainItem.job(job), on: queue)
+    }
+
+    /// Schedules the pending handler of `ready` on `queue`, as ``dispatch(_:on:)-(Job,_)`` does
+    /// a job.
+    @usableFromInline
+    static func dispatch(_ ready: ReadyFuture, on queue: DispatchQueue) {
+        dispatch(DrainItem.ready(ready), on: queue)
+    }
+
+    private static func dispatch(_ item: DrainItem, on queue: DispatchQueue) {
         let key = ObjectIdentifier(queue)
-        if let last = Batch.last, last.queue == key, last.join(job) { return }
-        start(Batch(queue: key, jobs: [job]), on: queue)
+        if let last = Batch.last, last.queue == key, last.join(item) { return }
+        start(Batch(queue: key, jobs: [item]), on: queue)
     }
 
     /// Schedules `jobs`, in order, on `queue`, joining a block like one job does.
     @usableFromInline
     static func dispatch(_ jobs: [Job], on queue: DispatchQueue) {
         let key = ObjectIdentifier(queue)
-        if let last = Batch.last, last.queue == key, last.join(contentsOf: jobs) { return }
-        start(Batch(queue: key, jobs: jobs), on: queue)
+        let items = jobs.map(DrainItem.job)
+        if let last = Batch.last, last.queue == key, last.join(contentsOf: items) { return }
+        start(Batch(queue: key, jobs: items), on: queue)
     }
 
     private static func start(_ batch: Batch, on queue: DispatchQueue) {
@@ -344,7 +409,7 @@ final class DrainContext {
         var budget = Batch.fairnessBudget
         while let jobs = batch.take(mayGoOn: budget > 0) {
             for job in jobs {
-                job()
+                job.run()
                 context.runNested()
             }
             budget -= jobs.count
@@ -367,7 +432,7 @@ final class DrainContext {
 /// still join: until the block closes the batch, the dispatched block retains the queue.
 final class Batch: Sendable {
     private struct State {
-        var jobs: [Job]
+        var jobs: [DrainItem]
         var closed = false
     }
 
@@ -377,13 +442,13 @@ final class Batch: Sendable {
     /// block, behind whatever else was dispatched on the queue meanwhile).
     static var fairnessBudget: Int { 4_096 }
 
-    init(queue: ObjectIdentifier, jobs: [Job]) {
+    init(queue: ObjectIdentifier, jobs: [DrainItem]) {
         self.queue = queue
         self.state = Mutex(State(jobs: jobs))
     }
 
     /// Appends `job` unless the batch is closed; `false` when it is.
-    func join(_ job: @escaping Job) -> Bool {
+    func join(_ job: DrainItem) -> Bool {
         state.withLock { state -> Bool in
             if state.closed { return false }
             state.jobs.append(job)
@@ -392,7 +457,7 @@ final class Batch: Sendable {
     }
 
     /// Appends `jobs` unless the batch is closed; `false` when it is.
-    func join(contentsOf jobs: [Job]) -> Bool {
+    func join(contentsOf jobs: [DrainItem]) -> Bool {
         state.withLock { state -> Bool in
             if state.closed { return false }
             state.jobs.append(contentsOf: jobs)
@@ -403,7 +468,7 @@ final class Batch: Sendable {
     /// Takes the jobs waiting in the batch; when there are none, closes the batch and returns
     /// `nil`. Once `mayGoOn` is false (the fairness budget is spent), closes the batch at once
     /// and returns what is left, if anything.
-    func take(mayGoOn: Bool) -> [Job]? {
+    func take(mayGoOn: Bool) -> [DrainItem]? {
         take(closing: mayGoOn ? .ifEmpty : .always)
     }
 
@@ -414,14 +479,14 @@ final class Batch: Sendable {
 
     private enum Closing { case ifEmpty, always }
 
-    private func take(closing: Closing) -> [Job]? {
-        state.withLock { state -> [Job]? in
+    private func take(closing: Closing) -> [DrainItem]? {
+        state.withLock { state -> [DrainItem]? in
             switch closing {
             case .ifEmpty: if state.jobs.isEmpty { state.closed = true }
             case .always: state.closed = true
             }
             if state.jobs.isEmpty { return nil }
-            var jobs: [Job] = []
+            var jobs: [DrainItem] = []
             swap(&jobs, &state.jobs)
             return jobs
         }

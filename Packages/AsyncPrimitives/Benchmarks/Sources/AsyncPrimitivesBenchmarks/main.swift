@@ -144,16 +144,29 @@ let mainQueueCheck = try await FutureResult(value: 41).pipe { $0 + 1 }.value
 precondition(mainQueueCheck == 42)
 print("AsyncPrimitives benchmarks (best of \(repetitions); main-queue handlers work in async main: yes)")
 
-// `QUEUEKIT_BENCH_PROFILE=chain` (or `seed`) runs only our side of that row, for a profiler.
-switch getenv("QUEUEKIT_BENCH_PROFILE").map({ String(cString: $0) }) {
-case "chain":
-    for _ in 0..<10 { try await ourChain(links: 1_000_000) }
+// `QUEUEKIT_BENCH_PROFILE=chain` (or `seed`) runs only our side of that row, for a profiler;
+// `nio-chain` (or `nio-seed`) only NIO's side. `QUEUEKIT_BENCH_COUNT` links or futures per run
+// (default 1,000,000), `QUEUEKIT_BENCH_RUNS` runs (default 10): two counts under
+// `valgrind --tool=callgrind` give instructions per link or future from their difference.
+func environment(_ name: String, default value: Int) -> Int {
+    getenv(name).flatMap { Int(String(cString: $0)) } ?? value
+}
+if let profile = getenv("QUEUEKIT_BENCH_PROFILE").map({ String(cString: $0) }) {
+    let count = environment("QUEUEKIT_BENCH_COUNT", default: 1_000_000)
+    let runs = environment("QUEUEKIT_BENCH_RUNS", default: 10)
+    for _ in 0..<runs {
+        switch profile {
+        case "chain": try await ourChain(links: count)
+        case "seed": await ourFuturesFilledFromOutside(count: count, counter: Counter())
+        case "nio-chain": try await nioChain(links: count)
+        case "nio-seed": try await nioFutures(count: count, counter: Counter())
+        default:
+            print("QUEUEKIT_BENCH_PROFILE: chain, seed, nio-chain or nio-seed, not \(profile)")
+            exit(64)
+        }
+    }
+    try await group.shutdownGracefully()
     exit(0)
-case "seed":
-    for _ in 0..<10 { await ourFuturesFilledFromOutside(count: 1_000_000, counter: Counter()) }
-    exit(0)
-default:
-    break
 }
 
 print("Chained maps (FutureResult.pipe(upon:into:) vs EventLoopFuture.map on one event loop vs plain async calls)")
