@@ -52,12 +52,12 @@ struct CrashTests {
                 try #require(line != "EOF" && !line.hasPrefix("error"), "helper stopped unexpectedly: \(line) (seed \(seed))")
                 if line.hasPrefix("done ") { done += 1 }
                 if line == "ready" && killAfter == 0 || done >= killAfter && killAfter > 0 {
-                    run.kill()
+                    await run.kill()
                     kills += 1
                     break
                 }
             }
-            if drained { run.process.waitUntilExit() }
+            if drained { await run.waitForExit() }
         }
         #expect(drained, "seed \(seed)")
         #expect(kills >= 40)

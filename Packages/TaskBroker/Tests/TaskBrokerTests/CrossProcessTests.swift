@@ -25,7 +25,7 @@ struct CrossProcessTests {
         try await database.save(CrashAction(key: "k5", queueName: "crash-y", index: 5))
         let last = await worker.line(after: 6)
         #expect(last == "done k5", "the worker's lines: \(worker.lines.values)")
-        worker.finish()
+        await worker.finish()
         #expect(try await database.snapshot().isEmpty)
     }
 
@@ -41,7 +41,7 @@ struct CrossProcessTests {
         try await database.save((0..<count).map { CrashAction(key: "k\($0)", queueName: "crash-q\($0)", index: $0) })
         let lines = await worker.lines.values(count: 1 + count)
         #expect(Set(lines.dropFirst()) == Set((0..<count).map { "done k\($0)" }))
-        worker.finish()
+        await worker.finish()
         #expect(try await database.snapshot().isEmpty)
         let journal = try await DatabaseQueue(path: path).read { db in
             try Int.fetchOne(db, sql: "SELECT count(*) FROM taskbroker_change") ?? -1
@@ -68,7 +68,7 @@ struct CrossProcessTests {
         let other = try await TaskQueueBroker.setup(database: database, name: "other", handler: RecordingHandler<TestAction>())
         await other.shutdown()
 
-        worker.kill()  // SIGKILL: the operating system releases the dead worker's lock
+        await worker.kill()  // SIGKILL: the operating system releases the dead worker's lock
         let handler = RecordingHandler<TestAction>()
         let takeover = try await TaskQueueBroker.setup(database: database, name: "crash", handler: handler)
         try await database.save(TestAction(key: "after", queueName: "crash-q"))
@@ -107,7 +107,7 @@ struct CrossProcessTests {
         #expect(handler.handled.count <= 4, "no queue went past its first action")
         lock.send("release")
         #expect(await lock.line(after: 1) == "released")
-        lock.process.waitUntilExit()
+        await lock.waitForExit()
 
         _ = await recorder.wait(for: { if case .succeeded = $0 { true } else { false } }, occurrence: 60)
         await broker.shutdown()

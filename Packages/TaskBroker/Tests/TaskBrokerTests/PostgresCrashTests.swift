@@ -53,11 +53,11 @@ struct PostgresCrashTests {
             guard try await !database.snapshot().isEmpty else { break }
             let victim = Int.random(in: 0..<workers.count, using: &random)
             kills[workers[victim].process.processIdentifier] = monotonicNanoseconds()
-            workers[victim].kill()
+            await workers[victim].kill()
             workers[victim] = try await launch()
         }
         for worker in workers {
-            worker.finish()
+            await worker.finish()
         }
         let elapsed = ContinuousClock.now - started
         #expect(try await database.snapshot().isEmpty, "every action completed (seed \(seed))")

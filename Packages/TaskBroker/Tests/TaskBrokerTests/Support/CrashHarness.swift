@@ -22,6 +22,9 @@ final class CrashHelperRun: Sendable {
     /// Feeds the helper's stdin (`serve` and `lock` wait for a line or its end).
     let input = Pipe()
 
+    /// The helper's exit status, recorded by its `terminationHandler` (set before it starts).
+    private let exits = EventCollector<Int32>()
+
     convenience init(database: String, log: String) throws {
         try self.init(arguments: [database, log])
     }
@@ -33,6 +36,8 @@ final class CrashHelperRun: Sendable {
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardInput = input
+        let exits = self.exits
+        process.terminationHandler = { process in exits.record(process.terminationStatus) }
         try process.run()
         let handle = pipe.fileHandleForReading
         let lines = self.lines
@@ -63,14 +68,25 @@ final class CrashHelperRun: Sendable {
     }
 
     /// Closes the helper's stdin and waits for it to exit.
-    func finish() {
+    func finish() async {
         try? input.fileHandleForWriting.close()
-        process.waitUntilExit()
+        await waitForExit()
     }
 
-    func kill() {
+    /// Kills the helper with SIGKILL and waits until it is gone.
+    func kill() async {
         _ = Glibc.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        await waitForExit()
+    }
+
+    /// Waits for the helper to exit, holding no thread. `Process.waitUntilExit()` spun a thread of
+    /// the test's concurrency pool at 100 % of a core until the helper exited; when the helper was
+    /// slow (a loaded machine) or never exited, the test's time limit could not end that wait and
+    /// the whole test process ran on forever. A cancelled wait (the time limit) kills the helper.
+    func waitForExit() async {
+        if await exits.values(count: 1).isEmpty {
+            _ = Glibc.kill(process.processIdentifier, SIGKILL)
+        }
     }
 
     /// The helper sits next to the test bundle in the build directory.
