@@ -17,6 +17,16 @@ let benchmarks: [Target] = [
         ],
         path: "Benchmarks/AsyncPrimitivesBenchmarks"
     ),
+    // AsyncPrimitives' callgrind driver (one side of a row at a time), from the same manifest.
+    .executableTarget(
+        name: "AsyncPrimitivesProfile",
+        dependencies: [
+            .product(name: "AsyncPrimitives", package: "AsyncPrimitives"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+        ],
+        path: "Benchmarks/AsyncPrimitivesProfile"
+    ),
     .executableTarget(
         name: "JobChainBenchmarks",
         dependencies: [
