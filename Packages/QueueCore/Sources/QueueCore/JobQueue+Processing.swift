@@ -16,29 +16,35 @@ extension JobQueue {
     func pump() {
         while true {
             let step = core.withLock { core -> Step in core.nextStep() }
-            switch step {
+            // Consumed, so that the cases take its payload over: a delivery batch's arrays are
+            // then uniquely held (swapping a job out of them copies nothing) and a step is
+            // never copied as a whole (which, for a job type of another module, goes through
+            // value witnesses).
+            switch consume step {
             case .idle:
                 return
-            case .deliver(let events, let observers):
-                // One array for every one-job event of the batch: it is rewritten in place
-                // unless an observer kept it (then copy-on-write gives the next event its own).
+            case .deliver(var events, let first, let observers):
+                // Every one-job event is delivered in one array: its job is swapped in (no copy),
+                // so the array is rewritten in place unless an observer kept it (then
+                // copy-on-write gives it a buffer of its own first).
                 var one: [Job] = []
-                for pending in events {
-                    let jobs: [Job]
-                    switch pending.jobs {
-                    case .one(let job):
-                        if one.isEmpty { one.append(job) } else { one[0] = job }
-                        jobs = one
-                    case .many(let many):
-                        jobs = many
+                var single = 0
+                var batch = 0
+                var sequence = first
+                for entry in events.entries {
+                    if entry.isBatch {
+                        deliver(events.batches[batch], entry.event, sequence, to: observers)
+                        batch += 1
+                    } else {
+                        if one.isEmpty {
+                            one.append(events.singles[single])
+                        } else {
+                            swap(&one[0], &events.singles[single])
+                        }
+                        single += 1
+                        deliver(one, entry.event, sequence, to: observers)
                     }
-                    // An observer hears only events recorded after it was registered, and
-                    // nothing once its token is invalidated (checked before every event).
-                    for observer in observers
-                    where pending.sequence >= observer.firstEvent.load(ordering: .relaxed)
-                        && observer.active.load(ordering: .acquiring) {
-                        observer.block(self, jobs, pending.event)
-                    }
+                    sequence &+= 1
                 }
             case .start(let job, let ticket, let processor, let persister):
                 if let persister {
@@ -57,6 +63,17 @@ extension JobQueue {
             case .failure(let failure, let strategy, let persister, let logger):
                 handle(failure, strategy: strategy, persister: persister, logger: logger)
             }
+        }
+    }
+
+    /// Tells `observers` of one event: each hears it only if it was recorded after the
+    /// observer was registered, and nothing once its token is invalidated (checked before
+    /// every event).
+    @inlinable
+    func deliver(_ jobs: [Job], _ event: JobQueueEvent, _ sequence: UInt64, to observers: [JobQueueObserver<Job>]) {
+        for observer in observers
+        where sequence >= observer.firstEvent.load(ordering: .relaxed) && observer.active.load(ordering: .acquiring) {
+            observer.block(self, jobs, event)
         }
     }
 

@@ -74,6 +74,48 @@ struct JobQueueBatchedDeliveryTests {
         withExtendedLifetime((firstToken, secondToken)) {}
     }
 
+    /// A delivery batch keeps the jobs of one-job events apart from the arrays of events about
+    /// several jobs, and hands every one-job event's job in one reused array: an observer
+    /// that keeps each array it was given must still find each event's own jobs in it, with
+    /// events about several jobs between one-job events of the same batch.
+    @Test
+    func anObserverThatKeepsEveryJobArrayItWasGivenFindsEachEventsOwnJobs() async {
+        let queue = JobQueue(handling: CuteJob.self, name: "kept-arrays")
+        let kept = EventCollector<(JobQueueEvent, [CuteJob])>()
+        let token = queue.observe { _, jobs, event in kept.record((event, jobs)) }
+        let adding: Set<String> = ["5", "6", "150", "299"]
+        // Adds two jobs while it processes each job of `adding`: an event about two jobs
+        // recorded between one-job events, in the middle of a delivery batch (two of them in
+        // one batch for "5" and "6").
+        queue.processor = AnyJobProcessor(CallbackProcessor { job in
+            if adding.contains(job.action) {
+                queue.add(makeJobs(count: 2, prefix: "from\(job.action)-"))
+            }
+        })
+        let jobs = makeJobs(count: 300)
+        var expected = ["added " + jobs.map(\.action).joined(separator: ",")]
+        for job in jobs {
+            expected.append("removed \(job.action)")
+            if adding.contains(job.action) {
+                expected.append("added from\(job.action)-0,from\(job.action)-1")
+            }
+            expected.append("processed \(job.action)")
+        }
+        for action in ["5", "6", "150", "299"] {
+            for index in 0..<2 {
+                expected += ["removed from\(action)-\(index)", "processed from\(action)-\(index)"]
+            }
+        }
+        queue.add(jobs)
+        queue.start()
+
+        let heard = await kept.values(count: expected.count)
+        // Read only once every event was delivered: an array that a later event rewrote would
+        // show that event's job here.
+        #expect(heard.map { Self.describe($0.1, $0.0) } == expected)
+        withExtendedLifetime(token) {}
+    }
+
     @Test
     func anObserverThatInvalidatesItsOwnTokenMidBatchHearsNothingMore() async {
         let queue = JobQueue(handling: CuteJob.self, name: "self-invalidating")
