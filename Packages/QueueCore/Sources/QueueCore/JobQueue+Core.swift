@@ -71,6 +71,32 @@ extension JobQueue {
             batches.removeAll(keepingCapacity: true)
         }
 
+        /// Calls `body` with each event's jobs, the event and its number (the first one's is
+        /// `first`), in order. Every one-job event's job is swapped into one array (no copy),
+        /// so that array is rewritten in place unless `body` kept it (then copy-on-write gives
+        /// it a buffer of its own first); `singles` is left in an unspecified order.
+        @inlinable mutating func forEach(numberedFrom first: UInt64, _ body: ([Job], JobQueueEvent, UInt64) -> Void) {
+            var one: [Job] = []
+            var single = 0
+            var batch = 0
+            var sequence = first
+            for entry in entries {
+                if entry.isBatch {
+                    body(batches[batch], entry.event, sequence)
+                    batch += 1
+                } else {
+                    if one.isEmpty {
+                        one.append(singles[single])
+                    } else {
+                        swap(&one[0], &singles[single])
+                    }
+                    single += 1
+                    body(one, entry.event, sequence)
+                }
+                sequence &+= 1
+            }
+        }
+
         /// Hands over every pending event and leaves room for as many again.
         @inlinable mutating func take() -> Self {
             var taken = Self()

@@ -24,28 +24,7 @@ extension JobQueue {
             case .idle:
                 return
             case .deliver(var events, let first, let observers):
-                // Every one-job event is delivered in one array: its job is swapped in (no copy),
-                // so the array is rewritten in place unless an observer kept it (then
-                // copy-on-write gives it a buffer of its own first).
-                var one: [Job] = []
-                var single = 0
-                var batch = 0
-                var sequence = first
-                for entry in events.entries {
-                    if entry.isBatch {
-                        deliver(events.batches[batch], entry.event, sequence, to: observers)
-                        batch += 1
-                    } else {
-                        if one.isEmpty {
-                            one.append(events.singles[single])
-                        } else {
-                            swap(&one[0], &events.singles[single])
-                        }
-                        single += 1
-                        deliver(one, entry.event, sequence, to: observers)
-                    }
-                    sequence &+= 1
-                }
+                deliver(&events, numberedFrom: first, to: observers)
             case .start(let job, let ticket, let processor, let persister):
                 if let persister {
                     processor.processJob(job) { [self] _, error in
@@ -66,14 +45,30 @@ extension JobQueue {
         }
     }
 
-    /// Tells `observers` of one event: each hears it only if it was recorded after the
-    /// observer was registered, and nothing once its token is invalidated (checked before
-    /// every event).
+    /// Tells `observers` of a batch of events, event by event, in order. Each observer hears
+    /// an event only if it was recorded after the observer was registered, and nothing once
+    /// its token is invalidated (checked before every event).
     @inlinable
-    func deliver(_ jobs: [Job], _ event: JobQueueEvent, _ sequence: UInt64, to observers: [JobQueueObserver<Job>]) {
-        for observer in observers
-        where sequence >= observer.firstEvent.load(ordering: .relaxed) && observer.active.load(ordering: .acquiring) {
-            observer.block(self, jobs, event)
+    func deliver(_ events: inout PendingEvents, numberedFrom first: UInt64, to observers: [JobQueueObserver<Job>]) {
+        if observers.count == 1 {
+            // One observer (the seed's usage): its block and first event are read once per
+            // batch, not retained and released around every call.
+            let observer = observers[0]
+            let block = observer.block
+            let firstEvent = observer.firstEvent.load(ordering: .relaxed)
+            events.forEach(numberedFrom: first) { jobs, event, sequence in
+                if sequence >= firstEvent && observer.active.load(ordering: .acquiring) {
+                    block(self, jobs, event)
+                }
+            }
+        } else {
+            events.forEach(numberedFrom: first) { jobs, event, sequence in
+                for observer in observers
+                where sequence >= observer.firstEvent.load(ordering: .relaxed)
+                    && observer.active.load(ordering: .acquiring) {
+                    observer.block(self, jobs, event)
+                }
+            }
         }
     }
 

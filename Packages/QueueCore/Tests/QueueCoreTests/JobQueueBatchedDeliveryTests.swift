@@ -141,6 +141,38 @@ struct JobQueueBatchedDeliveryTests {
         withExtendedLifetime(witnessToken) {}
     }
 
+    /// A queue's only observer is delivered to on a path of its own (its block read once per
+    /// batch); it too hears nothing after it invalidates its token in the middle of a batch.
+    @Test
+    func aSoleObserverThatInvalidatesItsOwnTokenMidBatchHearsNothingMore() async {
+        let queue = JobQueue(handling: CuteJob.self, name: "sole-self-invalidating")
+        let heard = EventCollector<String>()
+        let tokenBox = Mutex<JobQueueNotificationToken<CuteJob>?>(nil)
+        let count = Atomic(0)
+        let token = queue.observe { _, jobs, event in
+            heard.record(Self.describe(jobs, event))
+            // The 100th event is in the middle of a delivery batch.
+            if count.add(1, ordering: .relaxed).newValue == 100 {
+                tokenBox.withLock { $0?.invalidate() }
+            }
+        }
+        tokenBox.withLock { $0 = token }
+        let processor = RecordingProcessor()
+        queue.processor = AnyJobProcessor(processor)
+        let jobs = makeJobs(count: 400)
+        queue.add(jobs)
+        queue.start()
+
+        // A job starts only while fewer than 256 events wait for delivery, so by the time the
+        // last one starts, at least 799 - 255 = 544 events have been delivered.
+        _ = await processor.started.values(count: 400)
+        var expected = ["added " + jobs.map(\.action).joined(separator: ",")]
+        for job in jobs {
+            expected += ["removed \(job.action)", "processed \(job.action)"]
+        }
+        #expect(heard.values == Array(expected.prefix(100)))
+    }
+
     @Test
     func anObserverWhoseTokenIsReleasedByAnotherObserverMidBatchHearsNothingMore() async {
         let queue = JobQueue(handling: CuteJob.self, name: "released-mid-batch")
@@ -221,6 +253,28 @@ struct JobQueueBatchedDeliveryTests {
         #expect(firstStreamed.map { Self.describe($0.jobs, $0.event) } == "added c0")
         #expect(late.values == ["added c0"])
         withExtendedLifetime((witnessToken, lateToken)) {}
+    }
+
+    @Test
+    func aSoleObserverRegisteredWhileEventsWaitForDeliveryHearsOnlyLaterEvents() async {
+        let queue = JobQueue(handling: CuteJob.self, name: "sole-late-observer")
+        let late = EventCollector<String>()
+        let gate = ExecutorGate()
+        let first = queue.observe { _, jobs, _ in
+            if jobs.first?.action == "a0" { gate.hold() }
+        }
+        queue.add(makeJobs(count: 1, prefix: "a"))
+        await gate.waitUntilHeld()
+        // Recorded while the first observer is registered, delivered once it is gone and the
+        // late one is the queue's only observer (the path that reads its block once per batch).
+        queue.add(makeJobs(count: 1, prefix: "b"))
+        first.invalidate()
+        let lateToken = queue.observe { _, jobs, event in late.record(Self.describe(jobs, event)) }
+        queue.add(makeJobs(count: 1, prefix: "c"))
+        gate.open()
+
+        #expect(await late.values(count: 1) == ["added c0"])
+        withExtendedLifetime(lateToken) {}
     }
 
     @Test
