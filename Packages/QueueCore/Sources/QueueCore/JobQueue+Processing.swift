@@ -18,8 +18,8 @@ extension JobQueue {
             let step = core.withLock { core -> Step in core.nextStep() }
             // Consumed, so that the cases take its payload over: a delivery batch's arrays are
             // then uniquely held (swapping a job out of them copies nothing) and a step is
-            // never copied as a whole (which, for a job type of another module, goes through
-            // value witnesses).
+            // never copied as a whole (a copy of this generic enum went through its value
+            // witnesses, once per job).
             switch consume step {
             case .idle:
                 return
