@@ -86,14 +86,27 @@ extension JobPersister {
 /// queue.persister = AnyJobPersister(FileBasedPersister(handling: CuteJob.self, queueName: name))
 /// ```
 public struct AnyJobPersister<JobType: QueueJob>: JobPersister {
-    private let base: any JobPersister<JobType>
+    /// The wrapped persister, behind one reference. A queue copies its persister (an optional
+    /// one) for every job it starts: copying an existential goes through value witnesses even
+    /// when it is `nil`, copying a reference is one retain.
+    private final class Box: Sendable {
+        let base: any JobPersister<JobType>
+
+        init(_ base: any JobPersister<JobType>) {
+            self.base = base
+        }
+    }
+
+    private let box: Box
+
+    private var base: any JobPersister<JobType> { box.base }
 
     /// Wraps `persister`.
     public init<P: JobPersister>(_ persister: P) where P.JobType == JobType {
         if let erased = persister as? AnyJobPersister<JobType> {
             self = erased
         } else {
-            base = persister
+            box = Box(persister)
         }
     }
 

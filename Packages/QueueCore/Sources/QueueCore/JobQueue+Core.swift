@@ -29,30 +29,81 @@ extension JobQueue {
         }
     }
 
-    /// An event waiting for the observers. An event about one job (one per job and step of
-    /// a burn-down) keeps the job inline: no array is made for it until it is delivered.
-    @usableFromInline struct PendingEvent: Sendable {
-        @usableFromInline enum Jobs: Sendable {
-            case one(Job)
-            case many([Job])
+    /// The events waiting for the observers, in order, kept apart by kind so that recording
+    /// or delivering one copies no job and no enum that holds one: an event about one job
+    /// (one per job and step of a burn-down) puts the job in `singles`, an event about
+    /// several puts its array in `batches`, and `entries` says, event by event, which.
+    @usableFromInline struct PendingEvents: Sendable {
+        @usableFromInline struct Entry: Sendable {
+            @usableFromInline let event: JobQueueEvent
+            /// Whether the event's jobs are the next array of `batches` (else the next job of `singles`).
+            @usableFromInline let isBatch: Bool
+
+            @inlinable init(event: JobQueueEvent, isBatch: Bool) {
+                self.event = event
+                self.isBatch = isBatch
+            }
         }
 
-        @usableFromInline let event: JobQueueEvent
-        @usableFromInline let jobs: Jobs
-        /// The event's number on its queue: an observer hears only the events numbered from
-        /// its `JobQueueObserver.firstEvent` on (those recorded after it was registered).
-        @usableFromInline let sequence: UInt64
+        @usableFromInline var entries: [Entry] = []
+        @usableFromInline var singles: [Job] = []
+        @usableFromInline var batches: [[Job]] = []
 
-        @inlinable init(event: JobQueueEvent, jobs: [Job], sequence: UInt64) {
-            self.event = event
-            self.jobs = .many(jobs)
-            self.sequence = sequence
+        @inlinable init() {}
+
+        @inlinable var count: Int { entries.count }
+
+        @inlinable var isEmpty: Bool { entries.isEmpty }
+
+        @inlinable mutating func append(_ event: JobQueueEvent, _ jobs: [Job]) {
+            entries.append(Entry(event: event, isBatch: true))
+            batches.append(jobs)
         }
 
-        @inlinable init(event: JobQueueEvent, job: Job, sequence: UInt64) {
-            self.event = event
-            self.jobs = .one(job)
-            self.sequence = sequence
+        @inlinable mutating func append(_ event: JobQueueEvent, _ job: consuming Job) {
+            entries.append(Entry(event: event, isBatch: false))
+            singles.append(job)
+        }
+
+        @inlinable mutating func removeAll() {
+            entries.removeAll(keepingCapacity: true)
+            singles.removeAll(keepingCapacity: true)
+            batches.removeAll(keepingCapacity: true)
+        }
+
+        /// Calls `body` with each event's jobs, the event and its number (the first one's is
+        /// `first`), in order. Every one-job event's job is swapped into one array (no copy),
+        /// so that array is rewritten in place unless `body` kept it (then copy-on-write gives
+        /// it a buffer of its own first); `singles` is left in an unspecified order.
+        @inlinable mutating func forEach(numberedFrom first: UInt64, _ body: ([Job], JobQueueEvent, UInt64) -> Void) {
+            var one: [Job] = []
+            var single = 0
+            var batch = 0
+            var sequence = first
+            for entry in entries {
+                if entry.isBatch {
+                    body(batches[batch], entry.event, sequence)
+                    batch += 1
+                } else {
+                    if one.isEmpty {
+                        one.append(singles[single])
+                    } else {
+                        swap(&one[0], &singles[single])
+                    }
+                    single += 1
+                    body(one, entry.event, sequence)
+                }
+                sequence &+= 1
+            }
+        }
+
+        /// Hands over every pending event and leaves room for as many again.
+        @inlinable mutating func take() -> Self {
+            var taken = Self()
+            taken.entries.reserveCapacity(entries.count)
+            taken.singles.reserveCapacity(singles.count)
+            swap(&taken, &self)
+            return taken
         }
     }
 
@@ -60,7 +111,8 @@ extension JobQueue {
 
     @usableFromInline enum Step {
         case idle
-        case deliver([PendingEvent], [JobQueueObserver<Job>])
+        /// The events, the number of the first one, and the observers to tell.
+        case deliver(PendingEvents, UInt64, [JobQueueObserver<Job>])
         case start(Job, UInt64, AnyJobProcessor<Job>, AnyJobPersister<Job>?)
         case failure(Failure, (any JobRetryStrategy)?, AnyJobPersister<Job>?, Logger)
     }
@@ -77,7 +129,7 @@ extension JobQueue {
         @usableFromInline var nextTicket: UInt64 = 0
         @usableFromInline var pumpScheduled = false
         @usableFromInline var failures: Deque<Failure> = []
-        @usableFromInline var events: [PendingEvent] = []
+        @usableFromInline var events = PendingEvents()
         @usableFromInline let observers = JobQueueObservers<Job>()
         /// How many events have been recorded for observers; the next one gets this plus one.
         @usableFromInline var recordedEvents: UInt64 = 0
@@ -105,19 +157,21 @@ extension JobQueue {
             isStarted && processor != nil && !jobs.isEmpty && inFlight.count < maxConcurrentJobs
         }
 
-        /// Queues an event for the observers, if there are any.
+        /// Queues an event for the observers, if there are any. Events are numbered from 1 in
+        /// the order they are recorded: an observer hears only the events numbered from its
+        /// `JobQueueObserver.firstEvent` on (those recorded after it was registered).
         @inlinable mutating func record(_ event: JobQueueEvent, _ jobs: [Job]) {
             if !observers.isEmpty {
                 recordedEvents &+= 1
-                events.append(PendingEvent(event: event, jobs: jobs, sequence: recordedEvents))
+                events.append(event, jobs)
             }
         }
 
         /// Queues an event about one job for the observers, if there are any.
-        @inlinable mutating func record(_ event: JobQueueEvent, _ job: Job) {
+        @inlinable mutating func record(_ event: JobQueueEvent, _ job: consuming Job) {
             if !observers.isEmpty {
                 recordedEvents &+= 1
-                events.append(PendingEvent(event: event, job: job, sequence: recordedEvents))
+                events.append(event, job)
             }
         }
 
@@ -158,7 +212,7 @@ extension JobQueue {
                 return .failure(failure, retryStrategy, persister, logger)
             }
             if !events.isEmpty && observers.isEmpty {
-                events.removeAll(keepingCapacity: true)
+                events.removeAll()
             }
             // Observers hear of a drain pass in batches: jobs keep starting (a processor that
             // completes at once is driven in this loop) until a batch of events has built up
@@ -171,10 +225,8 @@ extension JobQueue {
                 return .start(job, nextTicket, processor, persister)
             }
             if !events.isEmpty {
-                var pending: [PendingEvent] = []
-                pending.reserveCapacity(events.count)
-                swap(&pending, &events)
-                return .deliver(pending, observers.snapshot)
+                let first = recordedEvents &- UInt64(events.count) &+ 1
+                return .deliver(events.take(), first, observers.snapshot)
             }
             normalize()
             pumpScheduled = false

@@ -16,30 +16,15 @@ extension JobQueue {
     func pump() {
         while true {
             let step = core.withLock { core -> Step in core.nextStep() }
-            switch step {
+            // Consumed, so that the cases take its payload over: a delivery batch's arrays are
+            // then uniquely held (swapping a job out of them copies nothing) and a step is
+            // never copied as a whole (a copy of this generic enum went through its value
+            // witnesses, once per job).
+            switch consume step {
             case .idle:
                 return
-            case .deliver(let events, let observers):
-                // One array for every one-job event of the batch: it is rewritten in place
-                // unless an observer kept it (then copy-on-write gives the next event its own).
-                var one: [Job] = []
-                for pending in events {
-                    let jobs: [Job]
-                    switch pending.jobs {
-                    case .one(let job):
-                        if one.isEmpty { one.append(job) } else { one[0] = job }
-                        jobs = one
-                    case .many(let many):
-                        jobs = many
-                    }
-                    // An observer hears only events recorded after it was registered, and
-                    // nothing once its token is invalidated (checked before every event).
-                    for observer in observers
-                    where pending.sequence >= observer.firstEvent.load(ordering: .relaxed)
-                        && observer.active.load(ordering: .acquiring) {
-                        observer.block(self, jobs, pending.event)
-                    }
-                }
+            case .deliver(var events, let first, let observers):
+                deliver(&events, numberedFrom: first, to: observers)
             case .start(let job, let ticket, let processor, let persister):
                 if let persister {
                     processor.processJob(job) { [self] _, error in
@@ -56,6 +41,33 @@ extension JobQueue {
                 }
             case .failure(let failure, let strategy, let persister, let logger):
                 handle(failure, strategy: strategy, persister: persister, logger: logger)
+            }
+        }
+    }
+
+    /// Tells `observers` of a batch of events, event by event, in order. Each observer hears
+    /// an event only if it was recorded after the observer was registered, and nothing once
+    /// its token is invalidated (checked before every event).
+    @inlinable
+    func deliver(_ events: inout PendingEvents, numberedFrom first: UInt64, to observers: [JobQueueObserver<Job>]) {
+        if observers.count == 1 {
+            // One observer (the seed's usage): its block and first event are read once per
+            // batch, not retained and released around every call.
+            let observer = observers[0]
+            let block = observer.block
+            let firstEvent = observer.firstEvent.load(ordering: .relaxed)
+            events.forEach(numberedFrom: first) { jobs, event, sequence in
+                if sequence >= firstEvent && observer.active.load(ordering: .acquiring) {
+                    block(self, jobs, event)
+                }
+            }
+        } else {
+            events.forEach(numberedFrom: first) { jobs, event, sequence in
+                for observer in observers
+                where sequence >= observer.firstEvent.load(ordering: .relaxed)
+                    && observer.active.load(ordering: .acquiring) {
+                    observer.block(self, jobs, event)
+                }
             }
         }
     }

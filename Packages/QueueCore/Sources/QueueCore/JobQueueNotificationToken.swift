@@ -60,12 +60,13 @@ final class JobQueueObservers<Job: QueueJob>: Sendable {
     }
 
     private let state = Mutex(State())
-    private let count = Atomic<Int>(0)
+    /// How many observers are registered (inlinable: read up to three times per job).
+    @usableFromInline let count = Atomic<Int>(0)
 
     @usableFromInline init() {}
 
     /// Whether no observer is registered; read under the queue's lock when an event happens.
-    @usableFromInline var isEmpty: Bool {
+    @inlinable var isEmpty: Bool {
         count.load(ordering: .acquiring) == 0
     }
 

@@ -74,6 +74,48 @@ struct JobQueueBatchedDeliveryTests {
         withExtendedLifetime((firstToken, secondToken)) {}
     }
 
+    /// A delivery batch keeps the jobs of one-job events apart from the arrays of events about
+    /// several jobs, and hands every one-job event's job in one reused array: an observer
+    /// that keeps each array it was given must still find each event's own jobs in it, with
+    /// events about several jobs between one-job events of the same batch.
+    @Test
+    func anObserverThatKeepsEveryJobArrayItWasGivenFindsEachEventsOwnJobs() async {
+        let queue = JobQueue(handling: CuteJob.self, name: "kept-arrays")
+        let kept = EventCollector<(JobQueueEvent, [CuteJob])>()
+        let token = queue.observe { _, jobs, event in kept.record((event, jobs)) }
+        let adding: Set<String> = ["5", "6", "150", "299"]
+        // Adds two jobs while it processes each job of `adding`: an event about two jobs
+        // recorded between one-job events, in the middle of a delivery batch (two of them in
+        // one batch for "5" and "6").
+        queue.processor = AnyJobProcessor(CallbackProcessor { job in
+            if adding.contains(job.action) {
+                queue.add(makeJobs(count: 2, prefix: "from\(job.action)-"))
+            }
+        })
+        let jobs = makeJobs(count: 300)
+        var expected = ["added " + jobs.map(\.action).joined(separator: ",")]
+        for job in jobs {
+            expected.append("removed \(job.action)")
+            if adding.contains(job.action) {
+                expected.append("added from\(job.action)-0,from\(job.action)-1")
+            }
+            expected.append("processed \(job.action)")
+        }
+        for action in ["5", "6", "150", "299"] {
+            for index in 0..<2 {
+                expected += ["removed from\(action)-\(index)", "processed from\(action)-\(index)"]
+            }
+        }
+        queue.add(jobs)
+        queue.start()
+
+        let heard = await kept.values(count: expected.count)
+        // Read only once every event was delivered: an array that a later event rewrote would
+        // show that event's job here.
+        #expect(heard.map { Self.describe($0.1, $0.0) } == expected)
+        withExtendedLifetime(token) {}
+    }
+
     @Test
     func anObserverThatInvalidatesItsOwnTokenMidBatchHearsNothingMore() async {
         let queue = JobQueue(handling: CuteJob.self, name: "self-invalidating")
@@ -97,6 +139,38 @@ struct JobQueueBatchedDeliveryTests {
         let all = await witness.values(count: 801)
         #expect(heard.values == Array(all.prefix(100)))
         withExtendedLifetime(witnessToken) {}
+    }
+
+    /// A queue's only observer is delivered to on a path of its own (its block read once per
+    /// batch); it too hears nothing after it invalidates its token in the middle of a batch.
+    @Test
+    func aSoleObserverThatInvalidatesItsOwnTokenMidBatchHearsNothingMore() async {
+        let queue = JobQueue(handling: CuteJob.self, name: "sole-self-invalidating")
+        let heard = EventCollector<String>()
+        let tokenBox = Mutex<JobQueueNotificationToken<CuteJob>?>(nil)
+        let count = Atomic(0)
+        let token = queue.observe { _, jobs, event in
+            heard.record(Self.describe(jobs, event))
+            // The 100th event is in the middle of a delivery batch.
+            if count.add(1, ordering: .relaxed).newValue == 100 {
+                tokenBox.withLock { $0?.invalidate() }
+            }
+        }
+        tokenBox.withLock { $0 = token }
+        let processor = RecordingProcessor()
+        queue.processor = AnyJobProcessor(processor)
+        let jobs = makeJobs(count: 400)
+        queue.add(jobs)
+        queue.start()
+
+        // A job starts only while fewer than 256 events wait for delivery, so by the time the
+        // last one starts, at least 799 - 255 = 544 events have been delivered.
+        _ = await processor.started.values(count: 400)
+        var expected = ["added " + jobs.map(\.action).joined(separator: ",")]
+        for job in jobs {
+            expected += ["removed \(job.action)", "processed \(job.action)"]
+        }
+        #expect(heard.values == Array(expected.prefix(100)))
     }
 
     @Test
@@ -179,6 +253,28 @@ struct JobQueueBatchedDeliveryTests {
         #expect(firstStreamed.map { Self.describe($0.jobs, $0.event) } == "added c0")
         #expect(late.values == ["added c0"])
         withExtendedLifetime((witnessToken, lateToken)) {}
+    }
+
+    @Test
+    func aSoleObserverRegisteredWhileEventsWaitForDeliveryHearsOnlyLaterEvents() async {
+        let queue = JobQueue(handling: CuteJob.self, name: "sole-late-observer")
+        let late = EventCollector<String>()
+        let gate = ExecutorGate()
+        let first = queue.observe { _, jobs, _ in
+            if jobs.first?.action == "a0" { gate.hold() }
+        }
+        queue.add(makeJobs(count: 1, prefix: "a"))
+        await gate.waitUntilHeld()
+        // Recorded while the first observer is registered, delivered once it is gone and the
+        // late one is the queue's only observer (the path that reads its block once per batch).
+        queue.add(makeJobs(count: 1, prefix: "b"))
+        first.invalidate()
+        let lateToken = queue.observe { _, jobs, event in late.record(Self.describe(jobs, event)) }
+        queue.add(makeJobs(count: 1, prefix: "c"))
+        gate.open()
+
+        #expect(await late.values(count: 1) == ["added c0"])
+        withExtendedLifetime(lateToken) {}
     }
 
     @Test

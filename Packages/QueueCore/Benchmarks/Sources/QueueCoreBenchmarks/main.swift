@@ -38,7 +38,11 @@ final class Counter: @unchecked Sendable {
     var value = 0
 }
 
-let count = 1_000_000
+// `QueueCoreBenchmarks profile-seed RUNS JOBS` (or `profile`) runs only one JobQueue burn-down,
+// RUNS times over JOBS jobs, for a profiler: under callgrind, the difference between two RUNS
+// counts divided by JOBS is the instructions one job costs.
+let profileArguments = CommandLine.arguments.dropFirst(2).compactMap { Int($0) }
+let count = profileArguments.count > 1 ? profileArguments[1] : 1_000_000
 let clock = ContinuousClock()
 
 func seconds(_ duration: Duration) -> Double {
@@ -179,13 +183,14 @@ func best(of runs: Int, _ body: () -> Duration) -> Double {
     (0..<runs).map { _ in rate(body()) }.max() ?? 0
 }
 
-// `QueueCoreBenchmarks profile` runs only the JobQueue burn-down, for a profiler.
+// `QueueCoreBenchmarks profile[-seed] [RUNS [JOBS]]` runs only one JobQueue burn-down (see `count`).
+let profileRuns = profileArguments.first ?? 5
 if CommandLine.arguments.dropFirst().first == "profile-seed" {
-    for _ in 0..<5 { print(format(rate(runJobQueueSeedStyle()))) }
+    for _ in 0..<profileRuns { print(format(rate(runJobQueueSeedStyle()))) }
     exit(0)
 }
 if CommandLine.arguments.dropFirst().first == "profile" {
-    for _ in 0..<5 { print(format(rate(runJobQueue()))) }
+    for _ in 0..<profileRuns { print(format(rate(runJobQueue()))) }
     exit(0)
 }
 
