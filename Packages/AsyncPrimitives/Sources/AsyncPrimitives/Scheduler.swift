@@ -147,7 +147,6 @@ struct CallbackState<Value: Sendable>: ~Copyable, Sendable {
         guard let value, let callback = first.take() else { return nil }
         return (callback, value)
     }
-
 }
 
 /// The handlers taken from a future at its fill.

@@ -3,13 +3,13 @@ import TaskBroker
 
 /// The payload of one change notification: queues whose actions changed (`q`), actions that
 /// completed (`c`: queue, collection, key, revision), or `a` when listeners should read everything.
-/// A finish's notifications begin with the sending storage's origin (`o`), so that its own change
-/// feed skips them unread (it delivers the same changes in process); other senders leave it out.
+/// A finish's notifications begin with the sending storage's origin (`"o"`, see
+/// ``originPrefix(_:)``), so that its own change feed skips them unread (it delivers the same
+/// changes in process); other storages' feeds decode them and ignore the key.
 ///
 /// PostgreSQL limits a payload to 8,000 bytes, so a transaction that changes many queues sends
 /// several notifications of at most ~7,000 bytes; an entry too long for one becomes `a`.
 struct ChangeMessage: Codable, Equatable {
-    var o: String?
     var q: [String]?
     var c: [[String]]?
     var a: Bool?
