@@ -404,11 +404,37 @@ import Testing
         // The holder completes `a`: this broker forgets it but keeps waiting (the holder goes on with `b`).
         let completed = h.send(.changes([.deleted(a.task)]))
         #expect(completed.claims.isEmpty, "no claim race with the holder on every completion")
-        // The lease may have expired (its holder died): read the queue and claim again.
+        // The lease may have expired (its holder died): claim the head again, without reading the
+        // queue first (the claim checks the head against storage).
         let expired = h.send(.timerFired(timer.token))
-        #expect(expired.loads == [["q"]])
-        #expect(h.send(MachineHarness.loaded("q", [b])).claims == [["b"]])
+        #expect(expired.loads.isEmpty)
+        #expect(expired.claims == [["b"]])
         #expect(h.send(.claimed([b.task], results: [.granted])).runs == ["b"], "taken over")
+    }
+
+    @Test func aQueueTakenOverFromAWorkerWhoseLeaseExpiredTakesTheNextFreeSlotBeforeTheLine() throws {
+        var h = MachineHarness(maxConcurrentQueues: 1, claimsHeads: true)
+        let a = h.entry("a", "q")
+        let b1 = h.entry("b1", "r")
+        let b2 = h.entry("b2", "r")
+        let c = h.entry("c", "s")
+        _ = h.send(.start(["q", "r", "s"]))
+        let first = h.send(MachineHarness.loaded("q", [a]), MachineHarness.loaded("r", [b1, b2]), MachineHarness.loaded("s", [c]))
+        #expect(first.claims == [["a"]])
+        // Another worker runs q: this broker's one slot goes to r; s waits in the line.
+        let held = h.send(.claimed([a.task], results: [.heldElsewhere(until: Date(timeIntervalSince1970: 2_000))]))
+        let timer = try #require(held.timers.first)
+        #expect(held.claims == [["b1"]])
+        #expect(h.send(.claimed([b1.task], results: [.granted])).runs == ["b1"])
+        // The holder died: its lease expires while the slot is busy.
+        let expired = h.send(.timerFired(timer.token))
+        #expect(expired.loads.isEmpty && expired.claims.isEmpty, "the slot is still busy")
+        // The freed slot goes to the queue taken over, ahead of s (which waited in the line) and r.
+        #expect(h.send(.stored([.success(b1)])).claims == [["a"]])
+        #expect(h.send(.claimed([a.task], results: [.granted])).runs == ["a"])
+        #expect(h.send(.stored([.success(a)])).claims == [["c"]], "then the line in its order")
+        #expect(h.send(.claimed([c.task], results: [.granted])).runs == ["c"])
+        #expect(h.send(.stored([.success(c)])).claims == [["b2"]])
     }
 
     @Test func aChangeToAQueueHeldElsewhereRereadsItAtOnce() throws {

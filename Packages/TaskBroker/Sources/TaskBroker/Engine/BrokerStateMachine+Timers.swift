@@ -45,9 +45,15 @@ extension BrokerStateMachine {
         case .retryStore(let outcomes):
             out.append(.store(outcomes))
         case .leaseExpiry(let queueName):
+            // The lease may have expired (its holder died): claim the head again, first in the line.
+            // Not read again first: changes reached the queue while it waited, and the claim checks
+            // the head against storage (a changed head reads the queue). A read here, behind the
+            // line's claims and completions, added up to 0.7 s to a takeover in the crash test.
             guard queues[queueName]?.leaseWait == token else { return }
             queues[queueName]?.leaseWait = nil
-            reload(queueName, into: &out)
+            queues[queueName]?.takingOver = true
+            markReady(queueName)
+            queues[queueName]?.takingOver = false
         }
     }
 
@@ -58,12 +64,24 @@ extension BrokerStateMachine {
         running -= 1
     }
 
-    /// Puts a queue at the back of the ready line if its head may run.
+    /// Puts a queue at the back of the ready line if its head may run (at the front if it is being
+    /// taken over from a worker whose lease expired).
     mutating func markReady(_ queueName: String) {
-        guard !readySet.contains(queueName), let state = queues[queueName], state.load == nil, !state.inFlight,
+        guard !readySet.contains(queueName), var state = queues[queueName], state.load == nil, !state.inFlight,
               !state.blocked, state.leaseWait == nil, state.pending > 0 else { return }
         if let held = state.held, held.task.pause != nil { return }
-        ready.append(queueName)
+        if state.takingOver {
+            state.takingOver = false
+            queues[queueName] = state
+            if readyHead > 0 {
+                readyHead -= 1
+                ready[readyHead] = queueName
+            } else {
+                ready.insert(queueName, at: 0)
+            }
+        } else {
+            ready.append(queueName)
+        }
         readySet.insert(queueName)
     }
 
