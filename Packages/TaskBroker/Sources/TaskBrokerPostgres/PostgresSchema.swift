@@ -338,6 +338,16 @@ struct PostgresSchema: Sendable {
         """
     }
 
+    /// Ends the leases `owner` holds under these epochs now; returns the queues released.
+    func releaseQuery(queueNames: [String], epochs: [Int64], owner: String) -> PostgresQuery {
+        """
+        UPDATE \(unescaped: queue) q SET expires_at = clock_timestamp()
+        FROM unnest(\(queueNames)::text[], \(epochs)::int8[]) AS l(name, epoch)
+        WHERE q.name = l.name AND q.owner = \(owner) AND q.epoch = l.epoch
+        RETURNING q.name
+        """
+    }
+
     func resumeQuery(queueNames: [String]) -> PostgresQuery {
         """
         UPDATE \(unescaped: action) SET pause_kind = NULL, pause_until = NULL

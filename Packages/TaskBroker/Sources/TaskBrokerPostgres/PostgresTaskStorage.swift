@@ -312,6 +312,23 @@ public final class PostgresTaskStorage: TaskStorage {
         }
     }
 
+    /// Ends the leases of a claim that `owner` will not use, and notifies the queues so that
+    /// workers waiting for those leases claim them at once (see `TaskStorage.release(_:owner:)`).
+    public func release(_ queueNames: [String], owner: String) async throws {
+        let held = epochs.withLock { epochs in
+            queueNames.compactMap { name in epochs.removeValue(forKey: LeaseKey(owner: owner, queueName: name)).map { (name, $0) } }
+        }
+        guard !held.isEmpty else { return }
+        try await transaction("release \(held.count) lease(s)") { connection in
+            var released: [String] = []
+            let rows = try await connection.query(sql.releaseQuery(queueNames: held.map(\.0), epochs: held.map(\.1), owner: owner), logger: logger)
+            for try await name in rows.decode(String.self) {
+                released.append(name)
+            }
+            try await notify(ChangeMessage.chunks(queues: released.sorted()), on: connection)
+        }
+    }
+
     /// Clears the pauses of the given queues and notifies them.
     public func resume(queues queueNames: [String]) async throws -> [StoredTask] {
         guard !queueNames.isEmpty else { return [] }

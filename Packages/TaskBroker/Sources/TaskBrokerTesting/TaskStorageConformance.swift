@@ -162,6 +162,22 @@ public enum TaskStorageConformance: Sendable {
             try expect(try await storage.finish([.completed(saved[0])], owner: "w1") == TaskFinishReport(), "w1's outcome is stored")
             try expect(try await storage.claim([saved[1]], owner: "w2", leaseDuration: .seconds(30)) == [.granted], "released: w2 claims the next head")
         },
+        Check("a lease its holder releases is free at once, waiting workers hear of it, and a second release changes nothing") { storage in
+            guard let feed = try await storage.changes() else { throw TaskStorageConformanceFailure("a shared backend has a change feed") }
+            var iterator = feed.makeAsyncIterator()
+            let saved = try await storage.save([task("a", "q1")])
+            try expect(await iterator.next() == [.queuesChanged(["q1"])], "the save is heard")
+            try expect(try await storage.claim(saved, owner: "w1", leaseDuration: .seconds(30)) == [.granted], "w1 claims")
+            try await storage.release(["q1"], owner: "w1")
+            try expect(await iterator.next() == [.queuesChanged(["q1"])], "the release is heard: workers waiting for the lease claim again")
+            try expect(try await storage.claim(saved, owner: "w2", leaseDuration: .seconds(30)) == [.granted], "released: w2 claims at once")
+            // w1's claim is gone: releasing again leaves w2's lease alone.
+            try await storage.release(["q1"], owner: "w1")
+            guard case .heldElsewhere? = try await storage.claim(saved, owner: "w3", leaseDuration: .seconds(30)).first else {
+                throw TaskStorageConformanceFailure("w2 still holds the lease after w1 released it again")
+            }
+            try expect(try await storage.finish([.completed(saved[0])], owner: "w2") == TaskFinishReport(), "w2's outcome is stored")
+        },
         Check("a claim is refused for a head that is gone, replaced, failed since, or waits for a restart") { storage in
             let saved = try await storage.save([task("a", "q1"), task("b", "q2"), task("c", "q3"), task("d", "q4")])
             _ = try await storage.delete(key: "a", collection: "c")

@@ -350,6 +350,35 @@ import Testing
         #expect(out.finishes)
     }
 
+    @Test func aBrokerStoppingWhileItsClaimRunsReleasesTheLeasesItIsGrantedThenFinishes() {
+        var h = MachineHarness(claimsHeads: true)
+        let a = h.entry("a", "q1")
+        let b = h.entry("b", "q2")
+        let c = h.entry("c", "q3")
+        _ = h.send(.start(["q1", "q2", "q3"]))
+        let claiming = h.send(MachineHarness.loaded("q1", [a]), MachineHarness.loaded("q2", [b]), MachineHarness.loaded("q3", [c]))
+        #expect(claiming.claims == [["a", "b", "c"]])
+        #expect(!h.send(.shutdown).finishes, "the claim is still under way")
+        let out = h.send(.claimed([a.task, b.task, c.task], results: [.granted, .changed, .heldElsewhere(until: Date(timeIntervalSince1970: 2_000))]))
+        #expect(out.runs.isEmpty, "a stopping broker starts nothing")
+        #expect(out.releases == [["q1"]], "only the lease granted is let go")
+        #expect(out.finishes)
+    }
+
+    @Test func aRunningBrokerWhoseHeadChangedDuringTheClaimKeepsTheLeaseAndClaimsTheNewHead() {
+        var h = MachineHarness(claimsHeads: true)
+        let a = h.entry("a", "q")
+        let b = h.entry("b", "q")
+        _ = h.send(.start(["q"]))
+        #expect(h.send(MachineHarness.loaded("q", [a, b])).claims == [["a"]])
+        let deleted = h.send(.changes([.deleted(a.task)]))
+        #expect(deleted.claims.isEmpty, "a's claim is still under way")
+        let out = h.send(.claimed([a.task], results: [.granted]))
+        #expect(out.releases.isEmpty, "the lease is kept for the queue's next head")
+        #expect(out.runs.isEmpty)
+        #expect(out.claims == [["b"]])
+    }
+
     @Test func abandoningCancelsHandlersTimersAndDrainsTheCommitterBeforeFinishing() throws {
         var h = MachineHarness()
         let a = h.entry("a", "q1")

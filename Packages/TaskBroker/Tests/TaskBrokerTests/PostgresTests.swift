@@ -111,6 +111,71 @@ struct PostgresTests {
         #expect(try await second.snapshot().isEmpty)
     }
 
+    /// A broker told to stop while its claim is under way is granted leases it will not use. It
+    /// lets them go before `shutdown()` returns: another worker runs the queue at once instead of
+    /// waiting for the lease (here a minute) to expire.
+    @Test func aBrokerStoppingWhileItsClaimRunsReleasesTheLeasesItWasGranted() async throws {
+        let store = try TestStore(.postgres)
+        let first = try await store.open(leaseDuration: .seconds(60))
+        try await first.save(TestAction(key: "a", queueName: "pool-q"))
+        // Another pool's transaction locks the lease table: A's claim waits on it.
+        let locker = try await store.open()
+        let lockHeld = EventCollector<Bool>()
+        let (unlock, unlocking) = AsyncStream<Void>.makeStream()
+        let holder = Task {
+            try await locker.write { tx in
+                try await tx.execute(PostgresQuery(unsafeSQL: "LOCK TABLE \"\(store.schema)\".queue IN EXCLUSIVE MODE"))
+                lockHeld.record(true)
+                for await _ in unlock { break }
+            }
+        }
+        _ = await lockHeld.values(count: 1)
+        let clock = ObservedClock()
+        let handlerA = GateHandler()
+        let brokerA = try await TaskQueueBroker.setup(
+            database: first, name: "pool", handler: handlerA, configuration: .init(shutdownTimeout: .seconds(30)), clock: clock
+        )
+        // Until the server shows A's claim waiting for the lock (each look is a round trip).
+        var waiting = false
+        for _ in 0..<10_000 where !waiting {
+            waiting = try await locker.write { tx -> Bool in
+                let sql = """
+                    SELECT count(*)::int8 FROM pg_stat_activity
+                    WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE OF q, a SKIP LOCKED%'
+                    """
+                var count = 0
+                for try await value in try await tx.query(PostgresQuery(unsafeSQL: sql)).decode(Int.self) {
+                    count = value
+                }
+                return count > 0
+            }
+        }
+        try #require(waiting, "A's claim waits for the lock")
+        // A is told to stop (its shutdown timeout starts on the clock), then its claim goes through.
+        let stopping = Task { await brokerA.shutdown() }
+        let shutdownDeadline = ManualClock.Instant(offset: .seconds(30))
+        #expect(await clock.sleepers(where: { $0[shutdownDeadline] != nil }))
+        unlocking.yield()
+        try await holder.value
+        await stopping.value
+        #expect(handlerA.started.count == 0, "a stopping broker starts nothing")
+        let lease = try await locker.write { tx -> [Bool] in
+            var free: [Bool] = []
+            let sql = "SELECT expires_at <= clock_timestamp() FROM \"\(store.schema)\".queue WHERE name = 'pool-q'"
+            for try await value in try await tx.query(PostgresQuery(unsafeSQL: sql)).decode(Bool.self) {
+                free.append(value)
+            }
+            return free
+        }
+        #expect(lease == [true], "the lease A was granted as it stopped is released")
+        let second = try await store.open(leaseDuration: .seconds(60))
+        let handler = RecordingHandler<TestAction>()
+        let brokerB = try await TaskQueueBroker.setup(database: second, name: "pool", handler: handler)
+        #expect(await handler.handled.values(count: 1) == ["a"], "B runs the action without waiting for a lease")
+        await brokerB.shutdown()
+        #expect(try await second.snapshot().isEmpty)
+    }
+
     /// A storage's own change feed hears its finishes in process and skips their notifications
     /// unread; the notifications, built in SQL, are for every other storage. This is what another
     /// `TaskDatabase` (another process) hears of one finish of 300 outcomes (~60 KB of changes,

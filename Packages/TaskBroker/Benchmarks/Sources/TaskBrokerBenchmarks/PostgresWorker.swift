@@ -84,6 +84,9 @@ final class CountingStorage: TaskStorage {
         renewals.add(1, ordering: .relaxed)
         return try await inner.renew(queueNames, owner: owner, leaseDuration: leaseDuration)
     }
+    func release(_ queueNames: [String], owner: String) async throws {
+        try await inner.release(queueNames, owner: owner)
+    }
 }
 
 /// User and system CPU time of this process so far.

@@ -154,13 +154,14 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         )
         var outputs: [BrokerStateMachine.Output] = []
         var timers: [UInt64: BrokerTimer] = [:]
+        var releases: [Task<Void, Never>] = []
         await withDiscardingTaskGroup { group in
             group.addTask { await self.committer.run() }
             if storage.isShared {
                 group.addTask { await self.renewLeases() }
             }
             machine.handle([.start(initialQueues)], into: &outputs)
-            var done = perform(&outputs, timers: &timers, group: &group)
+            var done = perform(&outputs, timers: &timers, releases: &releases, group: &group)
             while !done, let inputs = await mailbox.next() {
                 // A timer that fired is done: drop it here (the machine only forgets its purpose).
                 // Kept, every timed retry cost a timer for the life of the broker: ~3 MB a minute in
@@ -169,7 +170,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                     timers.removeValue(forKey: token)
                 }
                 machine.handle(inputs, into: &outputs)
-                done = perform(&outputs, timers: &timers, group: &group)
+                done = perform(&outputs, timers: &timers, releases: &releases, group: &group)
                 let count = timers.count
                 currentView.withLock { $0.timers = count }
             }
@@ -179,6 +180,10 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             committer.drain()
             for timer in timers.values {
                 timer.cancel()
+            }
+            // Leases let go as the broker stopped: released before `shutdown()` returns.
+            for release in releases {
+                await release.value
             }
             group.cancelAll()
         }
@@ -192,7 +197,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
 
     /// Carries out the machine's outputs; `true` once the broker has stopped.
     private func perform(
-        _ outputs: inout [BrokerStateMachine.Output], timers: inout [UInt64: BrokerTimer], group: inout DiscardingTaskGroup
+        _ outputs: inout [BrokerStateMachine.Output], timers: inout [UInt64: BrokerTimer], releases: inout [Task<Void, Never>],
+        group: inout DiscardingTaskGroup
     ) -> Bool {
         defer { outputs.removeAll(keepingCapacity: true) }
         var done = false
@@ -205,6 +211,9 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             case .run(let entries):
                 let runs = entries.compactMap(makeRun)
                 group.addTask { self.launch(runs) }
+            case .release(let queueNames):
+                // Not a child of the group, which is cancelled once the broker has stopped.
+                releases.append(Task { await self.release(queueNames) })
             case .store(let outcomes):
                 committer.submit(outcomes)
             case .startTimer(let token, let delay):
@@ -283,6 +292,15 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             mailbox.post(.claimed(heads, results: results))
         } catch {
             mailbox.post(.claimFailed(heads, message: "\(error)"))
+        }
+    }
+
+    private func release(_ queueNames: [String]) async {
+        do {
+            try await storage.release(queueNames, owner: owner)
+            logger.debug("released the leases of \(queueNames.count) queue(s) claimed as the broker stopped")
+        } catch {
+            logger.warning("could not release the leases of \(queueNames.count) queue(s) claimed as the broker stopped (\(Self.summary(queueNames))); other workers take them over when the leases expire: \(error)")
         }
     }
 

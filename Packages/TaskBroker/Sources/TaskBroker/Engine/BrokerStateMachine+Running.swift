@@ -80,20 +80,25 @@ extension BrokerStateMachine {
         recovered(.claim, heads.map(\.queueName), into: &out)
         var runs: [BrokerEntry] = []
         var notStarted: [String] = []
+        var unused: [String] = []
         for (index, head) in heads.enumerated() {
             let queueName = head.queueName
             guard var state = queues.removeValue(forKey: queueName) else { continue }
             defer { queues[queueName] = state }
             guard state.inFlight else { continue }
+            let result = index < results.count ? results[index] : .changed
             guard let held = state.held, held.id == BrokerActionID(head), held.task.revision == head.revision,
                   !state.released, phase == .running else {
                 // Deleted, replaced or released while the claim ran, or the broker is stopping: not started.
-                // (A granted lease is released when the queue is next claimed or finished, or expires.)
+                // A lease granted to a running broker is claimed again with the queue's new head (or
+                // expires if nothing is left to run); a stopping broker lets its leases go at once,
+                // or other workers would wait a whole lease for the queues it claimed as it stopped.
                 endFlight(&state)
                 notStarted.append(queueName)
+                if result == .granted, phase != .running { unused.append(queueName) }
                 continue
             }
-            switch index < results.count ? results[index] : .changed {
+            switch result {
             case .granted:
                 runs.append(held)
             case .changed:
@@ -111,6 +116,7 @@ extension BrokerStateMachine {
         for queueName in notStarted {
             markReady(queueName)
         }
+        if !unused.isEmpty { out.append(.release(unused)) }
         start(runs, into: &out)
     }
 

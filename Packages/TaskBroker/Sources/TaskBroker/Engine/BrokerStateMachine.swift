@@ -74,6 +74,8 @@ struct BrokerStateMachine {
         case claim([StoredTask])
         /// Run these actions' handlers; their outcomes go to the committer.
         case run([BrokerEntry])
+        /// Let go of the leases just granted on these queues (the broker stops); nothing answers.
+        case release([String])
         /// Store these outcomes (through the committer); answer with `stored` or `storeFailed`.
         case store([BrokerOutcome])
         /// Start a timer; answer with `timerFired` unless cancelled first.

@@ -220,6 +220,17 @@ public protocol TaskStorage: Sendable {
     ///   empty for a backend without leases (the default).
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`; the broker tries again at the next renewal.
     func renew(_ queueNames: [String], owner: String, leaseDuration: Duration) async throws -> [String]
+
+    /// Lets go of leases `owner` was granted by its last claim of these queues and will not use
+    /// (shared backends): the broker stopped while the claim ran. Other workers may claim the
+    /// queues at once instead of waiting for the leases to expire. A lease `owner` no longer holds
+    /// under that claim (taken over, or claimed again since) is left alone.
+    ///
+    /// - Parameters:
+    ///   - queueNames: The queues whose heads the broker will not run.
+    ///   - owner: The broker that claimed them.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`; the leases then expire as usual.
+    func release(_ queueNames: [String], owner: String) async throws
 }
 
 extension TaskStorage {
@@ -256,6 +267,9 @@ extension TaskStorage {
     public func renew(_ queueNames: [String], owner: String, leaseDuration: Duration) async throws -> [String] {
         []
     }
+
+    /// No leases to release.
+    public func release(_ queueNames: [String], owner: String) async throws {}
 }
 
 /// A backend's answer to the claim of one head (``TaskStorage/claim(_:owner:leaseDuration:)``).

@@ -107,6 +107,13 @@ extension [BrokerStateMachine.Output] {
         }
     }
 
+    var releases: [[String]] {
+        compactMap { output in
+            if case .release(let queueNames) = output { return queueNames }
+            return nil
+        }
+    }
+
     var stores: [[BrokerOutcome]] {
         compactMap { output in
             if case .store(let outcomes) = output { return outcomes }
