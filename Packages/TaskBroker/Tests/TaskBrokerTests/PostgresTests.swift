@@ -382,16 +382,18 @@ struct PostgresRestartTests {
         // Another process's pool: the broker hears of its saves only through NOTIFY (or the
         // catch-up read after its listening connection comes back).
         let other = try await store.open()
-        // The server stays up and drops every connection to the database but the one asking: the
+        // The server stays up and drops every connection of this test but the one asking: the
         // broker's pool, its listening connection and `other`'s pool (pg_terminate_backend, as an
-        // administrator or a failover proxy does).
+        // administrator or a failover proxy does). A connection's last statement names the test's
+        // schema; the other tests running meanwhile keep theirs.
         let dropped = try await other.write { tx -> Int in
             var count = 0
-            let sql = """
+            let sql: PostgresQuery = """
                 SELECT count(pg_terminate_backend(pid))::int8 FROM pg_stat_activity
                 WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+                  AND position(\(store.schema) in query) > 0
                 """
-            for try await value in try await tx.query(PostgresQuery(unsafeSQL: sql)).decode(Int.self) {
+            for try await value in try await tx.query(sql).decode(Int.self) {
                 count = value
             }
             return count

@@ -181,10 +181,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             for timer in timers.values {
                 timer.cancel()
             }
-            // Leases let go as the broker stopped: released before `shutdown()` returns.
-            for release in releases {
-                await release.value
-            }
+            await Self.finish(releases, within: .seconds(2))
             group.cancelAll()
         }
         mailbox.close()
@@ -292,6 +289,32 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             mailbox.post(.claimed(heads, results: results))
         } catch {
             mailbox.post(.claimFailed(heads, message: "\(error)"))
+        }
+    }
+
+    /// Waits for the leases let go as the broker stopped to be released, so that `shutdown()`
+    /// returns with them free, but no longer than `limit` (real time: a database that stopped
+    /// answering must not hold the shutdown; the leases then expire as usual).
+    private static func finish(_ releases: [Task<Void, Never>], within limit: Duration) async {
+        guard !releases.isEmpty else { return }
+        // Not a task group: it would wait for a release that hangs (awaiting a task's value does
+        // not end when the waiter is cancelled).
+        let (done, signal) = AsyncStream<Void>.makeStream()
+        let released = Task {
+            for release in releases {
+                await release.value
+            }
+            signal.yield()
+        }
+        let timer = Task {
+            try? await Task.sleep(for: limit)
+            signal.yield()
+        }
+        for await _ in done { break }
+        timer.cancel()
+        released.cancel()
+        for release in releases {
+            release.cancel()
         }
     }
 
