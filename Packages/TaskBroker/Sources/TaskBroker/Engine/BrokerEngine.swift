@@ -300,7 +300,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         // Not a task group: it would wait for a release that hangs (awaiting a task's value does
         // not end when the waiter is cancelled).
         let (done, signal) = AsyncStream<Void>.makeStream()
-        let released = Task {
+        // Ends with the releases (cancelled below when they overrun), so it outlives the broker by no more.
+        Task {
             for release in releases {
                 await release.value
             }
@@ -312,7 +313,6 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         }
         for await _ in done { break }
         timer.cancel()
-        released.cancel()
         for release in releases {
             release.cancel()
         }

@@ -124,11 +124,6 @@ struct BrokerStateMachine {
         /// Another worker holds the queue's lease: the timer that claims its head again once the
         /// lease may have expired (a change to the queue reads it at once).
         var leaseWait: UInt64?
-        /// Set while the lease it waited for may have expired (its holder died): the queue goes to
-        /// the front of the ready line. Its action has waited since the dead holder claimed it, longer
-        /// than any queue in the line; at the back, a worker at its cap would add a whole turn of the
-        /// line to the takeover.
-        var takingOver = false
         /// The lease was lost while `held` was in flight: read the queue again once its outcome arrives.
         var released = false
         /// Storage found `held` deleted or replaced when its outcome was stored: discard the outcome
