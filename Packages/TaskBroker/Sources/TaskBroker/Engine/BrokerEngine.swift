@@ -221,10 +221,12 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 case .after(let after): duration = after
                 case .until(let date): duration = .timer(until: date, now: time.now())
                 }
-                let sleep = time.sleep
+                // The deadline on the clock is fixed now, not when the child task starts sleeping.
+                let deadline = time.elapsed() + duration
+                let sleepUntilElapsed = time.sleepUntilElapsed
                 let mailbox = self.mailbox
                 group.addTask {
-                    if await timer.sleep(for: duration, using: sleep) {
+                    if await timer.sleep(using: { try await sleepUntilElapsed(deadline) }) {
                         mailbox.post(.timerFired(token))
                     }
                 }

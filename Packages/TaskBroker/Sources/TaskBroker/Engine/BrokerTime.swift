@@ -6,6 +6,11 @@ import Foundation
 struct BrokerTime: Sendable {
     let elapsed: @Sendable () -> Duration
     let sleep: @Sendable (Duration) async throws -> Void
+    /// Sleeps until the clock has run this long since the broker started: a deadline fixed when it
+    /// is computed, however late the sleeping task starts. (A duration counted from the sleep's
+    /// start moved a timer's deadline by whatever the clock advanced in between: a test that
+    /// advanced its clock right then waited for ever.)
+    let sleepUntilElapsed: @Sendable (Duration) async throws -> Void
     let anchor: Date
 
     init<C: Clock<Duration>>(clock: C, wallClock: @Sendable () -> Date) {
@@ -13,6 +18,7 @@ struct BrokerTime: Sendable {
         self.anchor = wallClock()
         self.elapsed = { start.duration(to: clock.now) }
         self.sleep = { duration in try await clock.sleep(for: duration) }
+        self.sleepUntilElapsed = { deadline in try await clock.sleep(until: start.advanced(by: deadline), tolerance: nil) }
     }
 
     /// The current wall-clock time: the anchor plus the time elapsed on the clock.

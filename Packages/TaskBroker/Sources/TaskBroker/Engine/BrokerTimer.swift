@@ -6,7 +6,7 @@ import Synchronization
 final class BrokerTimer: Sendable {
     private let state = Mutex<(cancelled: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
 
-    /// Cancels the timer: its ``sleep(for:using:)`` returns `false` now or as soon as it starts.
+    /// Cancels the timer: its ``sleep(using:)`` returns `false` now or as soon as it starts.
     func cancel() {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             state.cancelled = true
@@ -16,14 +16,14 @@ final class BrokerTimer: Sendable {
         waiter?.resume()
     }
 
-    /// Sleeps for `delay`.
+    /// Sleeps through `sleep` (until the timer's deadline on the broker's clock).
     ///
-    /// - Returns: `true` if the delay passed, `false` if the timer (or the task) was cancelled first.
-    func sleep(for delay: Duration, using sleep: @escaping @Sendable (Duration) async throws -> Void) async -> Bool {
+    /// - Returns: `true` if the sleep ended, `false` if the timer (or the task) was cancelled first.
+    func sleep(using sleep: @escaping @Sendable () async throws -> Void) async -> Bool {
         await withTaskGroup(of: Bool.self) { group in
             group.addTask {
                 do {
-                    try await sleep(delay)
+                    try await sleep()
                     return true
                 } catch {
                     return false
