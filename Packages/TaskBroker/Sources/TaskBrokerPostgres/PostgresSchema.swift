@@ -190,7 +190,8 @@ struct PostgresSchema: Sendable {
     /// Claims each head's queue if the head is still the stored version, not waiting for a
     /// restart, and the queue's lease is free, expired or the claimant's own. Locked rows (another
     /// worker claims or finishes the queue right now) are skipped. One row per head: whether the head is
-    /// valid, the new epoch if the lease was taken, and the seconds left on another holder's lease.
+    /// valid, the new epoch if the lease was taken, the seconds left on the queue's lease, and
+    /// whether its holder is another owner.
     func claimQuery(heads: [StoredTask], owner: String, leaseMilliseconds: Int64) -> PostgresQuery {
         """
         WITH head AS (
@@ -221,10 +222,11 @@ struct PostgresSchema: Sendable {
         -- stored as claimed; how long the queue's lease has left), which the caller reads for
         -- the heads not taken. Not joined to `taken` here: a join between two CTEs is a nested
         -- loop over both (128 × 128 comparisons for 128 heads, most of the statement's time).
-        SELECT t.name, true, t.epoch, NULL::float8 FROM taken t
+        SELECT t.name, true, t.epoch, NULL::float8, false FROM taken t
         UNION ALL
         SELECT head.queue_name, a.key IS NOT NULL, NULL::int8,
-               CASE WHEN isfinite(q.expires_at) THEN EXTRACT(EPOCH FROM (q.expires_at - clock_timestamp()))::float8 END
+               CASE WHEN isfinite(q.expires_at) THEN EXTRACT(EPOCH FROM (q.expires_at - clock_timestamp()))::float8 END,
+               q.owner IS DISTINCT FROM \(owner)
         FROM head
         LEFT JOIN \(unescaped: action) a
             ON a.collection = head.collection AND a.key = head.key AND a.queue_name = head.queue_name
@@ -233,10 +235,26 @@ struct PostgresSchema: Sendable {
         """
     }
 
+    /// The kinds of row ``finishQuery(outcomes:epochs:nextHeads:owner:origin:leaseMilliseconds:)``
+    /// returns: `(position of the outcome, 1-based; kind; new epoch or count)`.
+    enum FinishRow {
+        /// The outcome's queue was held: its lease is released.
+        static let held: Int16 = 0
+        /// The outcome's queue was held and its lease kept for the next head, under the new epoch.
+        static let next: Int16 = 1
+        /// The outcome's completed action was deleted.
+        static let done: Int16 = 2
+        /// The outcome's failure was counted.
+        static let failed: Int16 = 3
+        /// The number of notifications sent (position 0).
+        static let notified: Int16 = 4
+    }
+
     /// Stores outcomes whose queue the owner still holds under the claim's epoch, releases those
     /// leases and sends the change notifications, in one statement (one round trip, committed on
-    /// its own). Rows: `held` per queue whose lease was held, `done` per deleted action, `failed`
-    /// per action whose failure was counted, and one `notified` row (the number of notifications).
+    /// its own). Rows (see ``FinishRow``): `held` per outcome whose lease was held, `done` per
+    /// deleted action, `failed` per action whose failure was counted, and one `notified` row (the
+    /// number of notifications).
     ///
     /// The notifications are those of `ChangeMessage.chunks`, built from what the statement
     /// changed: `{"q":[…],"c":[[queue, collection, key, revision], …]}` objects of at most
@@ -245,7 +263,16 @@ struct PostgresSchema: Sendable {
     ///
     /// Each notification starts with `origin` (`{"o":"…",`), so that the sender's own change feed
     /// can skip it without decoding it: the sender delivers the same changes in process.
-    func finishQuery(outcomes: [TaskOutcome], epochs: [Int64], owner: String, origin: String) -> PostgresQuery {
+    ///
+    /// A completed outcome whose queue has an entry in `nextHeads` keeps its lease instead: a new
+    /// epoch and a full lease from now, if the next head is still stored as given (revision,
+    /// attempts, not paused) as the statement's snapshot shows it. Such an outcome's row is `next`
+    /// instead of `held`, with the new epoch in the last column. (A completion that turns out
+    /// outdated keeps the lease too; the caller does not count its next head as claimed.)
+    func finishQuery(
+        outcomes: [TaskOutcome], epochs: [Int64], nextHeads: [String: StoredTask] = [:], owner: String, origin: String,
+        leaseMilliseconds: Int64 = 0
+    ) -> PostgresQuery {
         var kinds: [Int16] = []
         var untils: [Double] = []
         for outcome in outcomes {
@@ -265,24 +292,58 @@ struct PostgresSchema: Sendable {
             }
         }
         let tasks = outcomes.map(\.task)
+        // The next head of each completed queue that has one ('' and -1: none).
+        var nextCollections: [String] = []
+        var nextKeys: [String] = []
+        var nextRevisions: [Int64] = []
+        var nextAttempts: [Int32] = []
+        for (task, kind) in zip(tasks, kinds) {
+            if kind == 0, let next = nextHeads[task.queueName] {
+                nextCollections.append(next.collection)
+                nextKeys.append(next.key)
+                nextRevisions.append(next.revision)
+                nextAttempts.append(Int32(clamping: next.attempts))
+            } else {
+                nextCollections.append("")
+                nextKeys.append("")
+                nextRevisions.append(-1)
+                nextAttempts.append(0)
+            }
+        }
         return """
-        WITH outcome AS (
-            SELECT * FROM unnest(\(tasks.map(\.queueName))::text[], \(epochs)::int8[], \(tasks.map(\.collection))::text[],
-                                 \(tasks.map(\.key))::text[], \(tasks.map(\.revision))::int8[], \(kinds)::int2[], \(untils)::float8[])
-                AS o(queue_name, epoch, collection, key, revision, kind, until)
+        -- Materialized: `go_on` is read three times below, and an inlined CTE would look the next
+        -- head up once per read. The look-up is a LATERAL with LIMIT 1, so that it is one index
+        -- probe per outcome (an EXISTS may be planned as a hash of the whole action table).
+        WITH outcome AS MATERIALIZED (
+            SELECT o.*, (o.kind = 0 AND o.next_revision >= 0 AND n.found IS NOT NULL) AS go_on
+            FROM unnest(\(tasks.map(\.queueName))::text[], \(epochs)::int8[], \(tasks.map(\.collection))::text[],
+                        \(tasks.map(\.key))::text[], \(tasks.map(\.revision))::int8[], \(kinds)::int2[], \(untils)::float8[],
+                        \(nextCollections)::text[], \(nextKeys)::text[], \(nextRevisions)::int8[], \(nextAttempts)::int4[])
+                WITH ORDINALITY
+                AS o(queue_name, epoch, collection, key, revision, kind, until, next_collection, next_key, next_revision, next_attempts, i)
+            LEFT JOIN LATERAL (
+                SELECT true AS found FROM \(unescaped: action) n
+                WHERE n.collection = o.next_collection AND n.key = o.next_key AND n.queue_name = o.queue_name
+                  AND n.revision = o.next_revision AND n.attempts = o.next_attempts AND n.pause_kind IS NULL
+                LIMIT 1
+            ) n ON true
         ),
         held AS (
-            UPDATE \(unescaped: queue) q SET expires_at = clock_timestamp()
+            -- Released, or kept under a new epoch for the next head (`go_on`).
+            UPDATE \(unescaped: queue) q
+            SET expires_at = CASE WHEN o.go_on THEN clock_timestamp() + \(leaseMilliseconds) * interval '1 millisecond'
+                                  ELSE clock_timestamp() END,
+                epoch = q.epoch + CASE WHEN o.go_on THEN 1 ELSE 0 END
             FROM outcome o WHERE q.name = o.queue_name AND q.owner = \(owner) AND q.epoch = o.epoch
             -- The outcome's columns come along, so that `done` and `failed` join each held queue to
             -- its action by index instead of joining this CTE to `outcome` (a nested loop over both).
-            RETURNING q.name, o.collection, o.key, o.revision, o.kind, o.until
+            RETURNING o.i, q.name, q.epoch AS new_epoch, o.go_on, o.collection, o.key, o.revision, o.kind, o.until
         ),
         done AS (
             DELETE FROM \(unescaped: action) a USING held o
             WHERE o.kind = 0
               AND a.collection = o.collection AND a.key = o.key AND a.revision = o.revision
-            RETURNING a.queue_name, a.collection, a.key, a.revision
+            RETURNING o.i, a.queue_name, a.collection, a.key, a.revision
         ),
         failed AS (
             UPDATE \(unescaped: action) a SET attempts = a.attempts + 1,
@@ -291,7 +352,7 @@ struct PostgresSchema: Sendable {
             FROM held o
             WHERE o.kind > 0
               AND a.collection = o.collection AND a.key = o.key AND a.revision = o.revision
-            RETURNING a.queue_name
+            RETURNING o.i, a.queue_name
         ),
         entry AS (
             SELECT 'c' AS k, json_build_array(queue_name, collection, key, revision::text)::text AS e FROM done
@@ -312,11 +373,13 @@ struct PostgresSchema: Sendable {
         notified AS (
             SELECT pg_notify(\(channel), text) FROM payload
         )
-        SELECT name, 'held', NULL::text, NULL::text, NULL::int8 FROM held
-        UNION ALL SELECT queue_name, 'done', collection, key, revision FROM done
-        UNION ALL SELECT queue_name, 'failed', NULL, NULL, NULL FROM failed
+        -- Each row names its outcome by position (1-based), not by queue: no text to send and decode.
+        SELECT i, CASE WHEN go_on THEN \(unescaped: String(FinishRow.next)) ELSE \(unescaped: String(FinishRow.held)) END::int2,
+               CASE WHEN go_on THEN new_epoch END FROM held
+        UNION ALL SELECT i, \(unescaped: String(FinishRow.done))::int2, NULL::int8 FROM done
+        UNION ALL SELECT i, \(unescaped: String(FinishRow.failed))::int2, NULL FROM failed
         -- Referenced, so that it runs: a CTE that nothing reads and that changes no table is skipped.
-        UNION ALL SELECT '', 'notified', NULL, NULL, count(*) FROM notified
+        UNION ALL SELECT 0, \(unescaped: String(FinishRow.notified))::int2, count(*) FROM notified
         """
     }
 

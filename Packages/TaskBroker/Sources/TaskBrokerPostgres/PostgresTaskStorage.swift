@@ -22,18 +22,14 @@ public final class PostgresTaskStorage: TaskStorage {
     let logger: Logger
     private let runner: Task<Void, Never>
     /// The epoch of each lease a broker of this process holds, by owner and queue.
-    private let epochs = Mutex<[LeaseKey: Int64]>([:])
+    /// (By owner first: one string hashed per look-up, not two.)
+    private let epochs = Mutex<[String: [String: Int64]]>([:])
     /// Begins this storage's finish notifications (`ChangeMessage.originPrefix`): random letters
     /// and digits, so that its own change feed skips them without decoding them.
     let origin = String(UInt64.random(in: .min ... .max), radix: 36) + String(UInt64.random(in: .min ... .max), radix: 36)
     /// The change feeds of this storage (``changes()``), by number. A finish delivers its changes
     /// to them in process; its notifications are for the feeds of other storages.
     private let localFeeds = Mutex<(next: Int, feeds: [Int: AsyncStream<[TaskStorageChange]>.Continuation])>((0, [:]))
-
-    struct LeaseKey: Hashable {
-        var owner: String
-        var queueName: String
-    }
 
     private init(configuration: TaskDatabase.PostgresConfiguration, client: PostgresClient, runner: Task<Void, Never>) {
         self.configuration = configuration
@@ -206,25 +202,33 @@ public final class PostgresTaskStorage: TaskStorage {
         let lease = configuration.leaseDuration
         return try await run("claim \(heads.count) queue(s)") {
             let rows = try await client.query(sql.claimQuery(heads: heads, owner: owner, leaseMilliseconds: lease.milliseconds), logger: logger)
-            var answers: [String: (valid: Bool, epoch: Int64?, remaining: Double?)] = [:]
+            var answers: [String: (valid: Bool, epoch: Int64?, remaining: Double?, heldByOther: Bool)] = [:]
             // A taken queue's row (with its epoch) comes first; the row every head then gets says
             // what the snapshot showed, which matters only for the heads not taken.
-            for try await (queueName, valid, epoch, remaining) in rows.decode((String, Bool, Int64?, Double?).self) {
-                if answers[queueName]?.epoch == nil { answers[queueName] = (valid, epoch, remaining) }
+            for try await (queueName, valid, epoch, remaining, other) in rows.decode((String, Bool, Int64?, Double?, Bool).self) {
+                if answers[queueName]?.epoch == nil { answers[queueName] = (valid, epoch, remaining, other) }
             }
             let now = Date()
-            var granted: [LeaseKey: Int64] = [:]
+            var granted: [String: Int64] = [:]
             let results = heads.map { head -> TaskClaimResult in
-                guard let answer = answers[head.queueName], answer.valid else { return .changed }
+                guard let answer = answers[head.queueName] else { return .changed }
                 if let epoch = answer.epoch {
-                    granted[LeaseKey(owner: owner, queueName: head.queueName)] = epoch
+                    granted[head.queueName] = epoch
                     return .granted
                 }
+                // Another worker holds the queue: wait for its lease, even if this head is gone (the
+                // holder runs the queue and completes heads faster than their notifications arrive:
+                // reading the queue again at once found another gone head, again and again, and four
+                // workers spent most of their time reading queues that one worker held).
+                if answer.heldByOther, let remaining = answer.remaining, remaining > 0 {
+                    return .heldElsewhere(until: now.addingTimeInterval(remaining))
+                }
+                guard answer.valid else { return .changed }
                 // Held by another worker (or being claimed by one right now): look again when its
                 // lease ends, or soon if it has just ended.
                 return .heldElsewhere(until: now.addingTimeInterval(max(answer.remaining ?? 0, 0.05)))
             }
-            epochs.withLock { $0.merge(granted) { _, new in new } }
+            epochs.withLock { $0[owner, default: [:]].merge(granted) { _, new in new } }
             return results
         }
     }
@@ -232,53 +236,101 @@ public final class PostgresTaskStorage: TaskStorage {
     /// Stores outcomes whose lease `owner` still holds and releases the leases (see `TaskStorage.finish(_:owner:)`).
     @discardableResult
     public func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> TaskFinishReport {
+        try await finish(outcomes, claimingNext: [:], owner: owner, leaseDuration: configuration.leaseDuration)
+    }
+
+    /// Stores outcomes whose lease `owner` still holds; releases the leases, except those of
+    /// completed queues whose next head it claims in the same statement (see
+    /// `TaskStorage.finish(_:claimingNext:owner:leaseDuration:)`).
+    @discardableResult
+    public func finish(
+        _ outcomes: [TaskOutcome], claimingNext nextHeads: [String: StoredTask], owner: String, leaseDuration: Duration
+    ) async throws -> TaskFinishReport {
         guard !outcomes.isEmpty else { return TaskFinishReport() }
         let leases = epochs.withLock { epochs in
-            outcomes.map { epochs[LeaseKey(owner: owner, queueName: $0.task.queueName)] ?? -1 }
+            let held = epochs[owner] ?? [:]
+            return outcomes.map { held[$0.task.queueName] ?? -1 }
         }
-        // One statement, committed on its own: the outcomes, the leases' release and the change
-        // notifications (four round trips before: BEGIN, the statement, the notifications, COMMIT).
-        let report = try await run("store \(outcomes.count) outcome(s)") { () -> TaskFinishReport in
+        let lease = configuration.leaseDuration
+        // One statement, committed on its own: the outcomes, the leases' release (or their renewal
+        // for the next heads it claims) and the change notifications (four round trips before:
+        // BEGIN, the statement, the notifications, COMMIT).
+        let count = outcomes.count
+        // Per outcome, by position: the new epoch of a lease kept for the next head.
+        var kept = [Int64?](repeating: nil, count: count)
+        let report = try await run("store \(count) outcome(s)") { () -> TaskFinishReport in
             let rows = try await client.query(
-                sql.finishQuery(outcomes: outcomes, epochs: leases, owner: owner, origin: origin), logger: logger
+                sql.finishQuery(
+                    outcomes: outcomes, epochs: leases, nextHeads: nextHeads, owner: owner, origin: origin,
+                    leaseMilliseconds: lease.milliseconds
+                ),
+                logger: logger
             )
-            var held: Set<String> = []
-            var applied: Set<String> = []
-            var completed: [StoredTask] = []
-            var failed: Set<String> = []
-            for try await (queueName, kind, collection, key, revision) in rows.decode((String, String, String?, String?, Int64?).self) {
+            var held = [Bool](repeating: false, count: count)
+            var applied = [Bool](repeating: false, count: count)
+            var failedAny = false
+            var failed = [Bool](repeating: false, count: count)
+            for try await (position, kind, epoch) in rows.decode((Int64, Int16, Int64?).self) {
+                let index = Int(position) - 1
+                guard index >= 0, index < count else { continue }
                 switch kind {
-                case "held":
-                    held.insert(queueName)
-                case "done":
-                    applied.insert(queueName)
-                    if let collection, let key, let revision {
-                        completed.append(StoredTask(
-                            key: key, collection: collection, queueName: queueName, payload: Data(), position: 0, revision: revision
-                        ))
-                    }
-                case "failed":
-                    applied.insert(queueName)
-                    failed.insert(queueName)
+                case PostgresSchema.FinishRow.held:
+                    held[index] = true
+                case PostgresSchema.FinishRow.next:
+                    held[index] = true
+                    kept[index] = epoch
+                case PostgresSchema.FinishRow.done:
+                    applied[index] = true
+                case PostgresSchema.FinishRow.failed:
+                    applied[index] = true
+                    failed[index] = true
+                    failedAny = true
                 default: break
+                }
+            }
+            var report = TaskFinishReport()
+            var completed: [StoredTask] = []
+            var failedQueues: Set<String> = []
+            for (index, outcome) in outcomes.enumerated() {
+                let task = outcome.task
+                guard held[index] else {
+                    report.fenced.insert(task.queueName)
+                    continue
+                }
+                guard applied[index] else {
+                    report.outdated.insert(task.queueName)
+                    continue
+                }
+                if failed[index] {
+                    failedQueues.insert(task.queueName)
+                } else {
+                    completed.append(StoredTask(
+                        key: task.key, collection: task.collection, queueName: task.queueName, payload: Data(), position: 0,
+                        revision: task.revision
+                    ))
+                    // A next head counts as claimed only if the completion before it was applied (a
+                    // completion outdated by a concurrent save keeps the lease until the broker
+                    // claims the queue again, or it expires).
+                    if kept[index] != nil { report.continued.insert(task.queueName) }
                 }
             }
             // What the statement's notifications tell other storages' feeds, told to this one's.
             var changes: [TaskStorageChange] = []
-            if !failed.isEmpty { changes.append(.queuesChanged(failed.sorted())) }
+            if failedAny { changes.append(.queuesChanged(failedQueues.sorted())) }
             if !completed.isEmpty { changes.append(.completed(completed)) }
             if !changes.isEmpty {
                 for feed in localFeeds.withLock({ Array($0.feeds.values) }) {
                     feed.yield(changes)
                 }
             }
-            let queues = Set(outcomes.map(\.task.queueName))
-            return TaskFinishReport(fenced: queues.subtracting(held), outdated: held.subtracting(applied))
+            return report
         }
         epochs.withLock { epochs in
-            for outcome in outcomes {
-                epochs[LeaseKey(owner: owner, queueName: outcome.task.queueName)] = nil
+            var held = epochs.removeValue(forKey: owner) ?? [:]
+            for (index, outcome) in outcomes.enumerated() {
+                held[outcome.task.queueName] = kept[index]
             }
+            if !held.isEmpty { epochs[owner] = held }
         }
         if !report.fenced.isEmpty {
             logger.warning("refused the outcomes of \(report.fenced.count) queue(s) whose lease \(owner) no longer holds: \(report.fenced.sorted().prefix(5).joined(separator: ", "))")
@@ -290,7 +342,8 @@ public final class PostgresTaskStorage: TaskStorage {
     public func renew(_ queueNames: [String], owner: String, leaseDuration: Duration) async throws -> [String] {
         guard !queueNames.isEmpty else { return [] }
         let held = epochs.withLock { epochs in
-            queueNames.compactMap { name in epochs[LeaseKey(owner: owner, queueName: name)].map { (name, $0) } }
+            let held = epochs[owner] ?? [:]
+            return queueNames.compactMap { name in held[name].map { (name, $0) } }
         }
         guard !held.isEmpty else { return [] }
         let lease = configuration.leaseDuration
@@ -306,7 +359,7 @@ public final class PostgresTaskStorage: TaskStorage {
             // A lease released meanwhile (its outcome stored) is not lost.
             return epochs.withLock { epochs in
                 held.filter { name, epoch in
-                    !renewed.contains(name) && epochs[LeaseKey(owner: owner, queueName: name)] == epoch
+                    !renewed.contains(name) && epochs[owner]?[name] == epoch
                 }.map(\.0)
             }
         }
@@ -316,7 +369,7 @@ public final class PostgresTaskStorage: TaskStorage {
     /// workers waiting for those leases claim them at once (see `TaskStorage.release(_:owner:)`).
     public func release(_ queueNames: [String], owner: String) async throws {
         let held = epochs.withLock { epochs in
-            queueNames.compactMap { name in epochs.removeValue(forKey: LeaseKey(owner: owner, queueName: name)).map { (name, $0) } }
+            queueNames.compactMap { name in epochs[owner]?.removeValue(forKey: name).map { (name, $0) } }
         }
         guard !held.isEmpty else { return }
         try await transaction("release \(held.count) lease(s)") { connection in

@@ -211,6 +211,61 @@ public enum TaskStorageConformance: Sendable {
             try expect(try await storage.finish([.completed(saved[0])], owner: "w2") == TaskFinishReport(), "w2's outcome is stored")
             try expect(try await storage.queueNames().isEmpty, "w2 completed it")
         },
+        Check("a finish claims a completed queue's next head: the lease stays with its holder, under a new epoch") { storage in
+            let saved = try await storage.save([
+                task("a", "q1"), task("b", "q1"),  // a completes and claims b
+                task("c", "q2"), task("d", "q2"),  // c completes; d was saved again since: not claimed
+                task("e", "q3"), task("f", "q3"),  // e fails: nothing is claimed
+                task("g", "q4"),                   // g completes; its "next head" is another queue's action
+            ])
+            let (a, b, c, d, e, f, g) = (saved[0], saved[1], saved[2], saved[3], saved[4], saved[5], saved[6])
+            try expect(try await storage.claim([a, c, e, g], owner: "w1", leaseDuration: .seconds(30)) == Array(repeating: .granted, count: 4), "w1 claims")
+            let newD = try await storage.save([task("d", "q2", payload: "again")])[0]
+            let report = try await storage.finish(
+                [.completed(a), .completed(c), .failed(e, pause: nil), .completed(g)],
+                claimingNext: ["q1": b, "q2": d, "q3": f, "q4": a], owner: "w1", leaseDuration: .seconds(30)
+            )
+            try expect(report == TaskFinishReport(continued: ["q1"]), "only q1's next head is claimed: \(report)")
+            guard case .heldElsewhere? = try await storage.claim([b], owner: "w2", leaseDuration: .seconds(30)).first else {
+                throw TaskStorageConformanceFailure("w1 keeps q1's lease for b")
+            }
+            // w2 still thinks a is q1's head (a's completion has not reached it): it waits for w1's
+            // lease rather than reading q1 again, where w1 goes on completing heads.
+            guard case .heldElsewhere? = try await storage.claim([a], owner: "w2", leaseDuration: .seconds(30)).first else {
+                throw TaskStorageConformanceFailure("a stale head of a queue another worker holds waits for the lease")
+            }
+            let failedE = try await storage.tasks(inQueue: "q3")[0]
+            let others = try await storage.claim([newD, failedE], owner: "w2", leaseDuration: .seconds(30))
+            try expect(others == [.granted, .granted], "the other leases were released as usual: \(others)")
+            // b runs on the lease its predecessor's finish kept: its outcome is stored under that epoch.
+            try expect(try await storage.finish([.completed(b)], owner: "w1") == TaskFinishReport(), "b's outcome is stored")
+            try expect(try await storage.tasks(inQueue: "q1").isEmpty, "q1 is done")
+            try expect(try await storage.tasks(inQueue: "q4").isEmpty, "q4 is done")
+            try expect(try await storage.renew(["q1"], owner: "w1", leaseDuration: .seconds(30)).isEmpty, "nothing left to renew is lost")
+        },
+        Check("a lease its holder kept for a next head is taken over once it expires, and the late outcome changes nothing") { storage in
+            let saved = try await storage.save([task("a", "q1"), task("b", "q1")])
+            try expect(try await storage.claim([saved[0]], owner: "w1", leaseDuration: .seconds(1)) == [.granted], "w1 claims")
+            let report = try await storage.finish([.completed(saved[0])], claimingNext: ["q1": saved[1]], owner: "w1", leaseDuration: .seconds(1))
+            try expect(report.continued == ["q1"], "b is claimed with a's outcome: \(report)")
+            // w1 stops (it died before b ran to its end): w2 takes q1 over once the lease expires.
+            var taken = false
+            for _ in 0..<200 where !taken {
+                let result = try await storage.claim([saved[1]], owner: "w2", leaseDuration: .seconds(30))
+                if result == [.granted] {
+                    taken = true
+                } else if case .heldElsewhere(let until)? = result.first {
+                    try await Task.sleep(for: .milliseconds(max(10, min(200, Int(until.timeIntervalSinceNow * 1000)))))
+                } else {
+                    throw TaskStorageConformanceFailure("w2's claim is held off, not refused: \(result)")
+                }
+            }
+            try expect(taken, "w2 takes the queue over after the lease")
+            let late = try await storage.finish([.failed(saved[1], pause: .untilRestart)], owner: "w1")
+            try expect(late.fenced == ["q1"], "w1's late outcome is refused: \(late)")
+            try expect(try await storage.tasks(inQueue: "q1").first?.attempts == 0, "nothing of it was stored")
+            try expect(try await storage.finish([.completed(saved[1])], owner: "w2") == TaskFinishReport(), "w2's outcome is stored")
+        },
         Check("renewing keeps the leases of running actions") { storage in
             let saved = try await storage.save([task("a", "q1")])
             try expect(try await storage.claim(saved, owner: "w1", leaseDuration: .seconds(30)) == [.granted], "w1 claims")

@@ -479,4 +479,135 @@ import Testing
         #expect(h.send(.timerFired(timer.token)).isEmpty, "a cancelled lease timer does nothing")
         #expect(h.send(MachineHarness.loaded("q", [a])).claims == [["a"]])
     }
+
+    // MARK: Next heads claimed with their predecessor's outcome (shared backends)
+
+    @Test func aHeadClaimedWithItsPredecessorsOutcomeStartsWithoutAClaimOfItsOwn() throws {
+        var h = MachineHarness(claimsHeads: true)
+        let a = h.entry("a", "q")
+        let b = h.entry("b", "q")
+        let c = h.entry("c", "q")
+        _ = h.send(.start(["q"]))
+        #expect(h.send(MachineHarness.loaded("q", [a, b, c])).claims == [["a"]])
+        let first = h.send(.claimed([a.task], results: [.granted]))
+        #expect(first.runs == ["a"])
+        #expect(first.nextHeads == ["b"], "a's finish is to claim b")
+        // The finish stored a's success and claimed b: b starts at once, with no claim.
+        let next = h.send(.continued(["q"]), .stored([.success(a, next: b)]))
+        #expect(next.claims.isEmpty)
+        #expect(next.runs == ["b"])
+        #expect(next.nextHeads == ["c"])
+        #expect(next.timers.map(\.delay) == [.after(.seconds(2))], "the claim is good for its lifetime")
+        // A finish that did not claim the next head (storage said no): c is claimed on its own.
+        let last = h.send(.stored([.success(b, next: c)]))
+        #expect(last.runs.isEmpty)
+        #expect(last.claims == [["c"]])
+        #expect(h.send(.claimed([c.task], results: [.granted])).nextHeads == [nil], "nothing comes after c")
+    }
+
+    @Test func aBackendWithoutLeasesIsAskedToClaimNoNextHead() {
+        var h = MachineHarness()
+        let a = h.entry("a", "q")
+        let b = h.entry("b", "q")
+        _ = h.send(.start(["q"]))
+        let out = h.send(MachineHarness.loaded("q", [a, b]))
+        #expect(out.runs == ["a"])
+        #expect(out.nextHeads == [nil])
+    }
+
+    @Test func anUndecodableNextHeadIsNotClaimedWithTheOutcome() {
+        var h = MachineHarness(claimsHeads: true)
+        let a = h.entry("a", "q1")
+        let b = h.entry("b", "q1", undecodable: true)
+        let c = h.entry("c", "q2")
+        _ = h.send(.start(["q1", "q2"]))
+        _ = h.send(MachineHarness.loaded("q1", [a, b]), MachineHarness.loaded("q2", [c]))
+        let out = h.send(.claimed([a.task, c.task], results: [.granted, .granted]))
+        #expect(out.runs == ["a", "c"])
+        #expect(out.nextHeads == [nil, nil], "an undecodable head is claimed on its own; q2 has no next head")
+    }
+
+    @Test func aNextHeadThatIsNoLongerTheHeadIsClaimedOnItsOwn() {
+        var h = MachineHarness(claimsHeads: true)
+        let a = h.entry("a", "q")
+        let b = h.entry("b", "q")
+        _ = h.send(.start(["q"]))
+        _ = h.send(MachineHarness.loaded("q", [a, b]))
+        #expect(h.send(.claimed([a.task], results: [.granted])).nextHeads == ["b"])
+        // b is saved again while a runs: the finish claimed the old version.
+        let newB = h.resaved(b)
+        #expect(h.send(.changes([.saved(newB)])).isEmpty)
+        let out = h.send(.continued(["q"]), .stored([.success(a, next: b)]))
+        #expect(out.runs.isEmpty, "the version claimed is not the head any more")
+        #expect(out.claims == [["b"]])
+        #expect(h.send(.claimed([newB.task], results: [.granted])).runEntries.map(\.task.revision) == [newB.task.revision])
+    }
+
+    @Test func aQueueWhoseNextHeadWasClaimedStillWaitsItsTurnAndItsClaimExpires() throws {
+        var h = MachineHarness(maxConcurrentQueues: 1, claimsHeads: true)
+        let a = h.entry("a", "q")
+        let b = h.entry("b", "q")
+        let x = h.entry("x", "r")
+        let y = h.entry("y", "r")
+        _ = h.send(.start(["q", "r"]))
+        #expect(h.send(MachineHarness.loaded("q", [a, b]), MachineHarness.loaded("r", [x, y])).claims == [["a"]])
+        _ = h.send(.claimed([a.task], results: [.granted]))
+        // The slot goes to r, which waited in the line; q goes to the back with b claimed.
+        let fair = h.send(.continued(["q"]), .stored([.success(a, next: b)]))
+        #expect(fair.runs.isEmpty)
+        #expect(fair.claims == [["x"]], "a long queue does not keep the slot because its next head was claimed")
+        let expiry = try #require(fair.timers.first)
+        #expect(h.send(.claimed([x.task], results: [.granted])).runs == ["x"])
+        // b's claim ages past its lifetime (its lease is not renewed while it waits): spent.
+        #expect(h.send(.timerFired(expiry.token)).isEmpty)
+        let turn = h.send(.stored([.success(x)]))
+        #expect(turn.runs.isEmpty)
+        #expect(turn.claims == [["b"]], "b is claimed again")
+    }
+
+    @Test func aQueueReadAgainClaimsItsHeadAgain() {
+        var h = MachineHarness(maxConcurrentQueues: 1, claimsHeads: true)
+        let a = h.entry("a", "q")
+        let b = h.entry("b", "q")
+        let x = h.entry("x", "r")
+        _ = h.send(.start(["q", "r"]))
+        _ = h.send(MachineHarness.loaded("q", [a, b]), MachineHarness.loaded("r", [x]))
+        _ = h.send(.claimed([a.task], results: [.granted]))
+        _ = h.send(.continued(["q"]), .stored([.success(a, next: b)]))
+        _ = h.send(.claimed([x.task], results: [.granted]))
+        // Something changed that cannot be replayed: q is read again while it waits.
+        #expect(h.send(.changes([.reload(["q"])])).loads == [["q"]])
+        _ = h.send(MachineHarness.loaded("q", [b]))
+        #expect(h.send(.stored([.success(x)])).claims == [["b"]])
+    }
+
+    @Test func aStoppingBrokerLetsGoOfTheLeasesItsFinishesKept() {
+        var h = MachineHarness(claimsHeads: true)
+        let a = h.entry("a", "q")
+        let b = h.entry("b", "q")
+        _ = h.send(.start(["q"]))
+        _ = h.send(MachineHarness.loaded("q", [a, b]))
+        #expect(h.send(.claimed([a.task], results: [.granted])).nextHeads == ["b"])
+        _ = h.send(.shutdown)
+        let out = h.send(.continued(["q"]), .stored([.success(a, next: b)]))
+        #expect(out.runs.isEmpty)
+        #expect(out.releases == [["q"]], "other workers need not wait for the lease")
+        #expect(out.finishes)
+    }
+
+    @Test func aStoppingBrokerLetsGoOfTheLeasesKeptForHeadsWaitingInTheLine() {
+        var h = MachineHarness(maxConcurrentQueues: 1, claimsHeads: true)
+        let a = h.entry("a", "q")
+        let b = h.entry("b", "q")
+        let x = h.entry("x", "r")
+        _ = h.send(.start(["q", "r"]))
+        _ = h.send(MachineHarness.loaded("q", [a, b]), MachineHarness.loaded("r", [x]))
+        _ = h.send(.claimed([a.task], results: [.granted]))
+        // b's lease is kept while r has the one slot.
+        #expect(h.send(.continued(["q"]), .stored([.success(a, next: b)])).claims == [["x"]])
+        let stop = h.send(.shutdown)
+        #expect(stop.releases == [["q"]], "b will not start here: its lease is let go at once")
+        #expect(!stop.finishes, "x's claim is under way")
+        #expect(h.send(.claimed([x.task], results: [.granted])).releases == [["r"]], "nor will x")
+    }
 }

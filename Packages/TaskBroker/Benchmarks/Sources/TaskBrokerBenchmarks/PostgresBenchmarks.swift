@@ -276,7 +276,8 @@ struct PostgresBenchmarks {
             let claimTime = values["claimms"] ?? 0, finishTime = values["finishms"] ?? 0, readTime = values["readms"] ?? 0
             return "worker \(fields.count > 1 ? fields[1] : "?"): \(claims) claims (\(fmt(Double(heads) / Double(max(claims, 1)))) heads each, "
                 + "\(claimTime) ms), \(finishes) finishes (\(fmt(Double(outcomes) / Double(max(finishes, 1)))) outcomes each, \(finishTime) ms), "
-                + "\(reads) queue reads (\(readTime) ms), \(values["renewals"] ?? 0) renewals: \(claims + finishes) commits, "
+                + "\(reads) queue reads (\(readTime) ms), \(values["renewals"] ?? 0) renewals, "
+                + "\(values["continued"] ?? 0) next heads claimed by finishes: \(claims + finishes) commits, "
                 + "~\(roundTrips) round trips; process CPU \(values["cpums"] ?? 0) ms"
         }
         let handled = totals["handled"] ?? 0

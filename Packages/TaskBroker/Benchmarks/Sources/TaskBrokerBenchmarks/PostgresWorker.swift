@@ -1,7 +1,7 @@
 // `TaskBrokerBenchmarks pg-worker MODE URL SCHEMA [LEASE_MS]`: a worker process of the
 // PostgreSQL benchmarks. It sets up a broker named "bench" on the schema, prints `ready PID`, and
 // runs until its stdin closes (then it shuts the broker down and exits). Modes:
-//   burn      no-op handler, 128 queues at once, starts on a `go` line; prints the storage calls
+//   burn      no-op handler, 512 queues at once, starts on a `go` line; prints the storage calls
 //             it made (`stats PID …`) when it stops
 //   latency   prints `started KEY MONOTONIC_NS` as each action starts
 //   takeover  prints `started KEY ATTEMPT PID MONOTONIC_NS`, then sleeps 60 s in the handler
@@ -26,6 +26,8 @@ final class CountingStorage: TaskStorage {
     /// Outcomes a finish refused (lease lost) or found outdated.
     let fenced = Atomic<Int>(0)
     let outdated = Atomic<Int>(0)
+    /// Next heads claimed with their predecessors' outcomes.
+    let continued = Atomic<Int>(0)
     /// Nanoseconds spent inside claims, finishes and reads (calls may overlap).
     let claimNanoseconds = Atomic<Int>(0)
     let finishNanoseconds = Atomic<Int>(0)
@@ -33,13 +35,16 @@ final class CountingStorage: TaskStorage {
 
     init(_ inner: any TaskStorage) { self.inner = inner }
 
+    static let claimsNextHeads = ProcessInfo.processInfo.environment["TB_PG_NO_NEXT"] != "1"
+
     var summary: String {
         "claims=\(claims.load(ordering: .relaxed)) heads=\(claimedHeads.load(ordering: .relaxed)) "
             + "finishes=\(finishes.load(ordering: .relaxed)) outcomes=\(finishedOutcomes.load(ordering: .relaxed)) "
             + "reads=\(reads.load(ordering: .relaxed)) renewals=\(renewals.load(ordering: .relaxed)) "
             + "claimms=\(claimNanoseconds.load(ordering: .relaxed) / 1_000_000) finishms=\(finishNanoseconds.load(ordering: .relaxed) / 1_000_000) "
             + "readms=\(readNanoseconds.load(ordering: .relaxed) / 1_000_000) cpums=\(cpuMilliseconds()) "
-            + "fenced=\(fenced.load(ordering: .relaxed)) outdated=\(outdated.load(ordering: .relaxed))"
+            + "fenced=\(fenced.load(ordering: .relaxed)) outdated=\(outdated.load(ordering: .relaxed)) "
+            + "continued=\(continued.load(ordering: .relaxed))"
     }
 
     func save(_ tasks: [NewTask]) async throws -> [StoredTask] { try await inner.save(tasks) }
@@ -72,6 +77,23 @@ final class CountingStorage: TaskStorage {
         let report = try await inner.finish(outcomes, owner: owner)
         fenced.add(report.fenced.count, ordering: .relaxed)
         outdated.add(report.outdated.count, ordering: .relaxed)
+        return report
+    }
+    func finish(
+        _ outcomes: [TaskOutcome], claimingNext nextHeads: [String: StoredTask], owner: String, leaseDuration: Duration
+    ) async throws -> TaskFinishReport {
+        finishes.add(1, ordering: .relaxed)
+        finishedOutcomes.add(outcomes.count, ordering: .relaxed)
+        let start = monotonicNanoseconds()
+        defer { finishNanoseconds.add(Int(monotonicNanoseconds() - start), ordering: .relaxed) }
+        // `TB_PG_NO_NEXT=1`: finishes claim no next head (every head is claimed on its own, as before
+        // finishes claimed them), for A/B runs of one binary.
+        let report = try await inner.finish(
+            outcomes, claimingNext: Self.claimsNextHeads ? nextHeads : [:], owner: owner, leaseDuration: leaseDuration
+        )
+        fenced.add(report.fenced.count, ordering: .relaxed)
+        outdated.add(report.outdated.count, ordering: .relaxed)
+        continued.add(report.continued.count, ordering: .relaxed)
         return report
     }
     func resume(queues queueNames: [String]) async throws -> [StoredTask] { try await inner.resume(queues: queueNames) }
@@ -124,7 +146,10 @@ final class HoldingHandler: AsyncTaskQueueHandler {
 }
 
 /// The burn-down workers' `maxConcurrentQueues` (`TB_PG_CONCURRENCY` overrides it, for profiling).
-let burnConcurrency = Int(ProcessInfo.processInfo.environment["TB_PG_CONCURRENCY"] ?? "") ?? 128
+/// 512 of the 1,000 queues: since a finish claims each queue's next head, the more queues in flight,
+/// the larger each finish (one statement, one commit); 128 gave ~21,000 actions/s, 512 ~31,000,
+/// 1,024 no more than 512 (one process, same session).
+let burnConcurrency = Int(ProcessInfo.processInfo.environment["TB_PG_CONCURRENCY"] ?? "") ?? 512
 
 /// Runs on the main actor: its blocking `readLine()` then holds the main thread, not one of the
 /// cooperative pool's threads that the broker runs on.

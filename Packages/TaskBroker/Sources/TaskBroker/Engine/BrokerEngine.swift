@@ -88,7 +88,9 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         if let sqlite {
             committer = SQLiteOutcomeCommitter(storage: sqlite, mailbox: mailbox)
         } else {
-            committer = AsyncOutcomeCommitter(storage: storage, owner: owner, mailbox: mailbox)
+            committer = AsyncOutcomeCommitter(
+                storage: storage, owner: owner, leaseDuration: storage.leaseDuration ?? configuration.leaseDuration, mailbox: mailbox
+            )
         }
     }
 
@@ -148,7 +150,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             configuration: .init(
                 maxConcurrentQueues: configuration.maxConcurrentQueues,
                 claimsHeads: sqlite == nil,
-                storageBackoff: configuration.storageRetryBackoff
+                storageBackoff: configuration.storageRetryBackoff,
+                nextHeadLifetime: leaseDuration / 6
             ),
             accepts: { queueName in filter(queueName) && registry.own(queueName, by: brokerID) }
         )
@@ -205,8 +208,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 group.addTask { await self.load(queueNames) }
             case .claim(let heads):
                 group.addTask { await self.claim(heads) }
-            case .run(let entries):
-                let runs = entries.compactMap(makeRun)
+            case .run(let entries, let next):
+                let runs = zip(entries, next).compactMap { makeRun($0, next: $1) }
                 group.addTask { self.launch(runs) }
             case .release(let queueNames):
                 // Not a child of the group, which is cancelled once the broker has stopped.
@@ -359,7 +362,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
     // MARK: - Running handlers
 
     /// What runs one action's handler and hands its outcome over (`nil` when it does not decode).
-    private func makeRun(_ entry: BrokerEntry) -> (@Sendable (LaunchGroup) async -> Void)? {
+    private func makeRun(_ entry: BrokerEntry, next: StoredTask?) -> (@Sendable (LaunchGroup) async -> Void)? {
         guard let action = (entry.action as? TypedActionBox<Handler.Action>)?.value else { return nil }
         let task = entry.task
         let now = time.elapsed()
@@ -378,7 +381,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             case .retry(let after): pause = after > .zero ? .until(time.now().addingTimeInterval(after.timeInterval)) : nil
             case .waitForRestart: pause = .untilRestart
             }
-            let outcome = BrokerOutcome(task: task, result: result, pause: pause)
+            let outcome = BrokerOutcome(task: task, result: result, pause: pause, next: result == .success ? next : nil)
             // Straight to the committer (through the launch while it still starts handlers):
             // outcomes that arrive while a commit runs share the next one.
             if !launch.collect(outcome) {

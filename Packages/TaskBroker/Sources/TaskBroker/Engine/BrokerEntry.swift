@@ -17,6 +17,16 @@ struct BrokerOutcome: Sendable {
     let task: StoredTask
     let result: TaskResult
     let pause: TaskPause?
+    /// On a shared backend, for a success: the queue's next head when the action started, which the
+    /// finish claims along with the outcome (``TaskStorage/finish(_:claimingNext:owner:leaseDuration:)``).
+    let next: StoredTask?
+
+    init(task: StoredTask, result: TaskResult, pause: TaskPause?, next: StoredTask? = nil) {
+        self.task = task
+        self.result = result
+        self.pause = pause
+        self.next = next
+    }
 
     var stored: TaskOutcome {
         result == .success ? .completed(task) : .failed(task, pause: pause)

@@ -98,6 +98,8 @@ extension BrokerStateMachine {
             cancelTimer(leaseWait, into: &out)
             state.leaseWait = nil
         }
+        // Read again, the queue's head is claimed again before it runs.
+        state.nextClaim = nil
         if state.load == nil {
             state.load = Queue.Load()
             loadsToIssue.append(queueName)
@@ -153,6 +155,7 @@ extension BrokerStateMachine {
             }
             state.waiting = []
             state.head = 0
+            state.nextClaim = nil
             if let held = state.held {
                 if locations[held.id] == queueName { locations[held.id] = nil }
                 state.held = nil  // if it is in flight, its outcome is discarded

@@ -8,6 +8,8 @@ extension BrokerStateMachine {
     /// (shared backends) or runs them.
     mutating func launch(into out: inout [Output]) {
         var picks: [BrokerEntry] = []
+        // Heads claimed with their predecessors' outcomes: they start without a claim.
+        var claimed: [BrokerEntry] = []
         while running < configuration.maxConcurrentQueues, readyHead < ready.count {
             let queueName = ready[readyHead]
             readyHead += 1
@@ -16,7 +18,14 @@ extension BrokerStateMachine {
             if let pick = take(from: &state, queueName, into: &out) {
                 state.inFlight = true
                 running += 1
-                picks.append(pick)
+                if let next = state.nextClaim, next.id == pick.id, next.revision == pick.task.revision {
+                    claimed.append(pick)
+                } else {
+                    picks.append(pick)
+                }
+                // Used or not, it is spent: a head that is not the one claimed needs a claim of
+                // its own (the lease is this broker's, so it is granted unless something changed).
+                state.nextClaim = nil
             }
             queues[queueName] = state
         }
@@ -24,12 +33,20 @@ extension BrokerStateMachine {
             ready.removeFirst(readyHead)
             readyHead = 0
         }
+        if !claimed.isEmpty { start(claimed, into: &out) }
         guard !picks.isEmpty else { return }
         if configuration.claimsHeads {
             out.append(.claim(picks.map(\.task)))
         } else {
             start(picks, into: &out)
         }
+    }
+
+    /// The head a queue runs after the action it is about to run (shared backends, while the broker
+    /// runs): the finish of that action claims it too, so that it starts without a claim.
+    mutating func nextHead(of queueName: String) -> StoredTask? {
+        guard configuration.claimsHeads, phase == .running else { return nil }
+        return queues[queueName]?.claimableNext() ?? nil
     }
 
     /// The queue's head if it may run now; moves the first waiting action to the sticky head.
@@ -59,6 +76,7 @@ extension BrokerStateMachine {
     /// Reports and runs heads that may run (claimed, or not needing a claim).
     mutating func start(_ picks: [BrokerEntry], into out: inout [Output]) {
         var runs: [BrokerEntry] = []
+        var next: [StoredTask?] = []
         var undecodable: [BrokerOutcome] = []
         runs.reserveCapacity(picks.count)
         for pick in picks {
@@ -70,9 +88,10 @@ extension BrokerStateMachine {
                 undecodable.append(BrokerOutcome(task: task, result: .waitForRestart, pause: .untilRestart))
             } else {
                 runs.append(pick)
+                next.append(nextHead(of: task.queueName))
             }
         }
-        if !runs.isEmpty { out.append(.run(runs)) }
+        if !runs.isEmpty { out.append(.run(runs, next: next)) }
         if !undecodable.isEmpty { out.append(.store(undecodable)) }
     }
 
@@ -142,6 +161,10 @@ extension BrokerStateMachine {
 
     mutating func stored(_ outcomes: [BrokerOutcome], into out: inout [Output]) {
         recovered(.store, outcomes.map(\.task.queueName), into: &out)
+        // Queues whose next head was claimed with the outcome and may start on that claim.
+        var continuing: [String] = []
+        // Leases kept for next heads that will not run on them while the broker stops.
+        var unused: [String] = []
         for outcome in outcomes {
             let task = outcome.task
             let queueName = task.queueName
@@ -151,6 +174,9 @@ extension BrokerStateMachine {
                 continue
             }
             endFlight(&state)
+            let continued = state.continued
+            state.continued = false
+            if continued, phase != .running { unused.append(queueName) }
             // A read of the queue under way began before this outcome was committed: it may still
             // show the action as it was (run again after a success, or with its old attempts).
             // Its answer is dropped and the queue read again.
@@ -193,6 +219,14 @@ extension BrokerStateMachine {
             case .success:
                 state.held = nil
                 locations[held.id] = nil
+                // The finish claimed the next head: it starts without a claim if it is still the head
+                // when its turn in the ready line comes (changes may arrive meanwhile).
+                if continued, phase == .running, let next = outcome.next, state.load == nil,
+                   state.head < state.waiting.count, state.waiting[state.head].id == BrokerActionID(next),
+                   state.waiting[state.head].task.revision == next.revision {
+                    state.nextClaim = Queue.NextClaim(id: BrokerActionID(next), revision: next.revision, timer: 0)
+                    continuing.append(queueName)
+                }
                 queues[queueName] = state
                 out.append(.emit(.succeeded(queueName: queueName, key: task.key, collection: task.collection)))
             case .retry, .waitForRestart:
@@ -207,6 +241,14 @@ extension BrokerStateMachine {
             }
             markReady(queueName)
         }
+        if !continuing.isEmpty {
+            // One timer for the batch: the claims it made are spent once it fires.
+            let token = startTimer(.nextHeadExpiry(continuing), .after(configuration.nextHeadLifetime), into: &out)
+            for queueName in continuing {
+                queues[queueName]?.nextClaim?.timer = token
+            }
+        }
+        if !unused.isEmpty { out.append(.release(unused)) }
     }
 
     mutating func storeFailed(_ outcomes: [BrokerOutcome], message: String, into out: inout [Output]) {

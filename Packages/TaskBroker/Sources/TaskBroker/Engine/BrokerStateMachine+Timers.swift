@@ -55,6 +55,11 @@ extension BrokerStateMachine {
             guard queues[queueName]?.leaseWait == token else { return }
             queues[queueName]?.leaseWait = nil
             markReady(queueName, first: true)
+        case .nextHeadExpiry(let queueNames):
+            // Unrenewed for too long: those heads are claimed again when their turn comes.
+            for queueName in queueNames where queues[queueName]?.nextClaim?.timer == token {
+                queues[queueName]?.nextClaim = nil
+            }
         }
     }
 
@@ -67,9 +72,7 @@ extension BrokerStateMachine {
 
     /// Puts a queue at the back of the ready line (at its front when `first`) if its head may run.
     mutating func markReady(_ queueName: String, first: Bool = false) {
-        guard !readySet.contains(queueName), let state = queues[queueName], state.load == nil, !state.inFlight,
-              !state.blocked, state.leaseWait == nil, state.pending > 0 else { return }
-        if let held = state.held, held.task.pause != nil { return }
+        guard !readySet.contains(queueName), queues[queueName]?.isRunnable() == true else { return }
         if first {
             if readyHead > 0 {
                 readyHead -= 1

@@ -29,6 +29,11 @@ struct BrokerStateMachine {
         var claimsHeads: Bool
         /// The delay before a failed storage operation is tried again.
         var storageBackoff: Backoff
+        /// How long a next head claimed with its predecessor's outcome may wait in the ready line
+        /// and still start on that claim (shared backends): a sixth of the lease, which is not
+        /// renewed while the queue waits (renewals cover running actions, every third of the lease,
+        /// so a lease is renewed at most half a lease after it was granted). Later it is claimed again.
+        var nextHeadLifetime: Duration = .seconds(1)
     }
 
     /// What happened.
@@ -45,6 +50,9 @@ struct BrokerStateMachine {
         case claimed([StoredTask], results: [TaskClaimResult])
         /// The claim of these heads failed.
         case claimFailed([StoredTask], message: String)
+        /// The outcomes about to be reported `stored` for these queues also claimed their next
+        /// heads (shared backends): each may start without a claim, if it is still the head.
+        case continued([String])
         /// These outcomes are committed.
         case stored([BrokerOutcome])
         /// Storing these outcomes failed; nothing of them was applied.
@@ -72,8 +80,9 @@ struct BrokerStateMachine {
         case load([String])
         /// Claim these heads; answer with `claimed` or `claimFailed`.
         case claim([StoredTask])
-        /// Run these actions' handlers; their outcomes go to the committer.
-        case run([BrokerEntry])
+        /// Run these actions' handlers; their outcomes go to the committer. `next` holds, for each,
+        /// the head its queue runs after it (shared backends): its finish claims that head too.
+        case run([BrokerEntry], next: [StoredTask?])
         /// Let go of the leases just granted on these queues (the broker stops); nothing answers.
         case release([String])
         /// Store these outcomes (through the committer); answer with `stored` or `storeFailed`.
@@ -129,6 +138,18 @@ struct BrokerStateMachine {
         /// Storage found `held` deleted or replaced when its outcome was stored: discard the outcome
         /// and read the queue again.
         var outdated = false
+        /// The finish of `held` also claimed the queue's next head (`continued`).
+        var continued = false
+        /// The head claimed with its predecessor's outcome: it starts without a claim while it is
+        /// still the head and its claim is young (see `Configuration.nextHeadLifetime`).
+        var nextClaim: NextClaim?
+
+        struct NextClaim {
+            var id: BrokerActionID
+            var revision: Int64
+            /// The timer that ends the claim's use.
+            var timer: UInt64
+        }
 
         struct Load {
             /// Changes that arrived during the read, applied after it.
@@ -140,6 +161,25 @@ struct BrokerStateMachine {
         }
 
         var pending: Int { waiting.count - head + (held == nil ? 0 : 1) }
+
+        /// The finish of the action in flight also claimed the next head.
+        mutating func markContinued() {
+            if inFlight { continued = true }
+        }
+
+        /// Whether the head may be taken now (see `markReady`). Mutating only so that it is called
+        /// in place through the dictionary (`queues[name]?.isRunnable()`), without copying the queue.
+        mutating func isRunnable() -> Bool {
+            guard load == nil, !inFlight, !blocked, leaseWait == nil, pending > 0 else { return false }
+            return held?.task.pause == nil
+        }
+
+        /// The head after the sticky head, if it may be claimed with the sticky head's outcome.
+        /// Mutating only to be called in place (see `isRunnable()`).
+        mutating func claimableNext() -> StoredTask? {
+            guard head < waiting.count, waiting[head].action != nil, waiting[head].task.pause == nil else { return nil }
+            return waiting[head].task
+        }
     }
 
     enum TimerPurpose {
@@ -148,6 +188,8 @@ struct BrokerStateMachine {
         case retryClaim([String])
         case retryStore([BrokerOutcome])
         case leaseExpiry(String)
+        /// Next heads claimed with their predecessors' outcomes must start on that claim before this.
+        case nextHeadExpiry([String])
     }
 
     let configuration: Configuration
@@ -221,6 +263,10 @@ struct BrokerStateMachine {
             claimed(heads, results: results, into: &out)
         case .claimFailed(let heads, let message):
             claimFailed(heads, message: message, into: &out)
+        case .continued(let queueNames):
+            for queueName in queueNames {
+                queues[queueName]?.markContinued()  // in place: a read through the getter copies the queue
+            }
         case .stored(let outcomes):
             stored(outcomes, into: &out)
         case .storeFailed(let outcomes, let message):
@@ -236,9 +282,13 @@ struct BrokerStateMachine {
                 queues[queueName]?.outdated = true
             }
         case .shutdown:
-            if phase == .running { phase = .stopping }
+            if phase == .running {
+                phase = .stopping
+                releaseNextClaims(into: &out)
+            }
         case .abandon:
             guard phase == .running || phase == .stopping else { return }
+            if phase == .running { releaseNextClaims(into: &out) }
             phase = .abandoning
             cancelAllTimers(into: &out)
             // Drained first: an outcome a cancelled handler returns afterwards is never stored.
@@ -247,6 +297,22 @@ struct BrokerStateMachine {
         case .committerDrained:
             if phase == .abandoning { finish(into: &out) }
         }
+    }
+
+    /// The broker stops: lets go of the leases kept for next heads that will not start, so that
+    /// other workers need not wait for them to expire. (No claim is under way for those queues:
+    /// a queue with such a head is not in flight, and a stopping broker claims nothing.)
+    mutating func releaseNextClaims(into out: inout [Output]) {
+        var names: [String] = []
+        for (queueName, state) in queues where state.nextClaim != nil {
+            names.append(queueName)
+        }
+        guard !names.isEmpty else { return }
+        names.sort()
+        for queueName in names {
+            queues[queueName]?.nextClaim = nil
+        }
+        out.append(.release(names))
     }
 
     mutating func finish(into out: inout [Output]) {

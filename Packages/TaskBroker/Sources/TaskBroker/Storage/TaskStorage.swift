@@ -161,6 +161,27 @@ public protocol TaskStorage: Sendable {
     @discardableResult
     func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> TaskFinishReport
 
+    /// Stores outcomes like ``finish(_:owner:)`` and, in the same transaction, claims the next head
+    /// of each queue whose action completed (shared backends): the lease is kept under a new epoch
+    /// instead of being released, so the broker starts that head without a claim of its own.
+    ///
+    /// A next head is claimed only if the completion was stored, `owner` held the queue's lease, and
+    /// the head is still stored as given (same revision and attempts, not paused). The default, for
+    /// backends without leases, claims nothing and calls ``finish(_:owner:)``.
+    ///
+    /// - Parameters:
+    ///   - outcomes: What became of each action.
+    ///   - nextHeads: For queues whose outcome is a completion, the head the broker would run next, by queue name.
+    ///   - owner: The broker that ran them.
+    ///   - leaseDuration: How long the lease on a claimed next head lasts (backends that do not set their own).
+    /// - Returns: What ``finish(_:owner:)`` returns, with ``TaskFinishReport/continued`` naming the
+    ///   queues whose next head was claimed.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`; nothing is stored then.
+    @discardableResult
+    func finish(
+        _ outcomes: [TaskOutcome], claimingNext nextHeads: [String: StoredTask], owner: String, leaseDuration: Duration
+    ) async throws -> TaskFinishReport
+
     /// Clears the pause of every action in the given queues.
     ///
     /// - Parameter queueNames: The queues to resume.
@@ -270,6 +291,17 @@ extension TaskStorage {
 
     /// No leases to release.
     public func release(_ queueNames: [String], owner: String) async throws {}
+
+    /// No leases: stores the outcomes (``finish(_:owner:)``) and claims no next head.
+    ///
+    /// - Returns: What ``finish(_:owner:)`` returns.
+    /// - Throws: What ``finish(_:owner:)`` throws.
+    @discardableResult
+    public func finish(
+        _ outcomes: [TaskOutcome], claimingNext nextHeads: [String: StoredTask], owner: String, leaseDuration: Duration
+    ) async throws -> TaskFinishReport {
+        try await finish(outcomes, owner: owner)
+    }
 }
 
 /// A backend's answer to the claim of one head (``TaskStorage/claim(_:owner:leaseDuration:)``).
@@ -291,15 +323,21 @@ public struct TaskFinishReport: Sendable, Hashable {
     /// Queues whose action was deleted or replaced before its outcome arrived: nothing was stored
     /// for it.
     public var outdated: Set<String>
+    /// Queues whose completion was stored and whose next head was claimed in the same transaction
+    /// (``TaskStorage/finish(_:claimingNext:owner:leaseDuration:)``): the claimant still holds
+    /// their lease, under a new epoch.
+    public var continued: Set<String>
 
     /// Creates a report.
     ///
     /// - Parameters:
     ///   - fenced: Queues whose outcome the lease's epoch refused.
     ///   - outdated: Queues whose action was deleted or replaced meanwhile.
-    public init(fenced: Set<String> = [], outdated: Set<String> = []) {
+    ///   - continued: Queues whose next head was claimed with the outcome.
+    public init(fenced: Set<String> = [], outdated: Set<String> = [], continued: Set<String> = []) {
         self.fenced = fenced
         self.outdated = outdated
+        self.continued = continued
     }
 }
 

@@ -49,6 +49,13 @@ final class FlakyStorage: TaskStorage {
         return try await base.finish(outcomes, owner: owner)
     }
 
+    func finish(
+        _ outcomes: [TaskOutcome], claimingNext nextHeads: [String: StoredTask], owner: String, leaseDuration: Duration
+    ) async throws -> TaskFinishReport {
+        try call(.store)
+        return try await base.finish(outcomes, claimingNext: nextHeads, owner: owner, leaseDuration: leaseDuration)
+    }
+
     func save(_ tasks: [NewTask]) async throws -> [StoredTask] { try await base.save(tasks) }
     func delete(key: String, collection: String) async throws -> StoredTask? { try await base.delete(key: key, collection: collection) }
     func queueNames() async throws -> [String] { try await base.queueNames() }

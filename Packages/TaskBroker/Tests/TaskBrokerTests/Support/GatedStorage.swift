@@ -54,6 +54,11 @@ final class GatedStorage: TaskStorage {
         try await base.claim(heads, owner: owner, leaseDuration: leaseDuration)
     }
     func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> TaskFinishReport { try await base.finish(outcomes, owner: owner) }
+    func finish(
+        _ outcomes: [TaskOutcome], claimingNext nextHeads: [String: StoredTask], owner: String, leaseDuration: Duration
+    ) async throws -> TaskFinishReport {
+        try await base.finish(outcomes, claimingNext: nextHeads, owner: owner, leaseDuration: leaseDuration)
+    }
     func resume(queues queueNames: [String]) async throws -> [StoredTask] { try await base.resume(queues: queueNames) }
     func purge(queue queueName: String) async throws -> Int { try await base.purge(queue: queueName) }
     func snapshot() async throws -> [TaskQueueSnapshot] { try await base.snapshot() }

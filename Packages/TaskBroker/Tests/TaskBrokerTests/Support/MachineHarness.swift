@@ -14,7 +14,8 @@ struct MachineHarness {
         machine = BrokerStateMachine(
             configuration: .init(
                 maxConcurrentQueues: maxConcurrentQueues, claimsHeads: claimsHeads,
-                storageBackoff: Backoff(initial: .milliseconds(100), maximum: .seconds(1))
+                storageBackoff: Backoff(initial: .milliseconds(100), maximum: .seconds(1)),
+                nextHeadLifetime: .seconds(2)
             ),
             accepts: accepts
         )
@@ -60,8 +61,8 @@ struct MachineHarness {
 }
 
 extension BrokerOutcome {
-    static func success(_ entry: BrokerEntry) -> BrokerOutcome {
-        BrokerOutcome(task: entry.task, result: .success, pause: nil)
+    static func success(_ entry: BrokerEntry, next: BrokerEntry? = nil) -> BrokerOutcome {
+        BrokerOutcome(task: entry.task, result: .success, pause: nil, next: next?.task)
     }
 
     static func failure(_ entry: BrokerEntry, _ result: TaskResult = .retry(after: .zero), pause: TaskPause? = nil) -> BrokerOutcome {
@@ -73,7 +74,15 @@ extension [BrokerStateMachine.Output] {
     /// The keys of the actions to run, in order.
     var runs: [String] {
         flatMap { output -> [String] in
-            if case .run(let entries) = output { return entries.map(\.task.key) }
+            if case .run(let entries, _) = output { return entries.map(\.task.key) }
+            return []
+        }
+    }
+
+    /// For each action to run, in order, the next head its finish claims (`nil`: none).
+    var nextHeads: [String?] {
+        flatMap { output -> [String?] in
+            if case .run(_, let next) = output { return next.map { $0?.key } }
             return []
         }
     }
@@ -81,7 +90,7 @@ extension [BrokerStateMachine.Output] {
     /// The entries to run, in order.
     var runEntries: [BrokerEntry] {
         flatMap { output -> [BrokerEntry] in
-            if case .run(let entries) = output { return entries }
+            if case .run(let entries, _) = output { return entries }
             return []
         }
     }
