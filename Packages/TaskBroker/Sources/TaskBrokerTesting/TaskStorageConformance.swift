@@ -191,18 +191,7 @@ public enum TaskStorageConformance: Sendable {
             let saved = try await storage.save([task("a", "q1")])
             try expect(try await storage.claim(saved, owner: "w1", leaseDuration: .seconds(1)) == [.granted], "w1 claims")
             // w1 stops renewing (it died or was cut off): w2 gets the queue once the lease expires.
-            var taken = false
-            for _ in 0..<200 where !taken {
-                let result = try await storage.claim(saved, owner: "w2", leaseDuration: .seconds(30))
-                if result == [.granted] {
-                    taken = true
-                } else if case .heldElsewhere(let until)? = result.first {
-                    try await Task.sleep(for: .milliseconds(max(10, min(200, Int(until.timeIntervalSinceNow * 1000)))))
-                } else {
-                    throw TaskStorageConformanceFailure("w2's claim is held off, not refused: \(result)")
-                }
-            }
-            try expect(taken, "w2 takes the queue over after the lease")
+            try await takeOver(saved[0], by: "w2", in: storage)
             try expect(try await storage.renew(["q1"], owner: "w1", leaseDuration: .seconds(30)) == ["q1"], "w1's renewal reports the lease lost")
             let late = try await storage.finish([.failed(saved[0], pause: .untilRestart)], owner: "w1")
             try expect(late.fenced == ["q1"], "w1's late outcome is refused: \(late)")
@@ -249,18 +238,7 @@ public enum TaskStorageConformance: Sendable {
             let report = try await storage.finish([.completed(saved[0])], claimingNext: ["q1": saved[1]], owner: "w1", leaseDuration: .seconds(1))
             try expect(report.continued == ["q1"], "b is claimed with a's outcome: \(report)")
             // w1 stops (it died before b ran to its end): w2 takes q1 over once the lease expires.
-            var taken = false
-            for _ in 0..<200 where !taken {
-                let result = try await storage.claim([saved[1]], owner: "w2", leaseDuration: .seconds(30))
-                if result == [.granted] {
-                    taken = true
-                } else if case .heldElsewhere(let until)? = result.first {
-                    try await Task.sleep(for: .milliseconds(max(10, min(200, Int(until.timeIntervalSinceNow * 1000)))))
-                } else {
-                    throw TaskStorageConformanceFailure("w2's claim is held off, not refused: \(result)")
-                }
-            }
-            try expect(taken, "w2 takes the queue over after the lease")
+            try await takeOver(saved[1], by: "w2", in: storage)
             let late = try await storage.finish([.failed(saved[1], pause: .untilRestart)], owner: "w1")
             try expect(late.fenced == ["q1"], "w1's late outcome is refused: \(late)")
             try expect(try await storage.tasks(inQueue: "q1").first?.attempts == 0, "nothing of it was stored")
@@ -331,6 +309,20 @@ public enum TaskStorageConformance: Sendable {
             try expect(caughtUp || reported, "a completion too long to notify is still heard: reported, or listeners read every queue")
         },
     ]
+
+    /// Claims `head` for `owner` until the lease another worker holds on its queue expires and
+    /// the claim is granted (at most ~200 tries, each after the time the refusal names).
+    private static func takeOver(_ head: StoredTask, by owner: String, in storage: any TaskStorage) async throws {
+        for _ in 0..<200 {
+            let result = try await storage.claim([head], owner: owner, leaseDuration: .seconds(30))
+            if result == [.granted] { return }
+            guard case .heldElsewhere(let until)? = result.first else {
+                throw TaskStorageConformanceFailure("\(owner)'s claim is held off, not refused: \(result)")
+            }
+            try await Task.sleep(for: .milliseconds(max(10, min(200, Int(until.timeIntervalSinceNow * 1000)))))
+        }
+        throw TaskStorageConformanceFailure("\(owner) takes the queue over after the lease")
+    }
 
     /// What a broker does with outcomes: claims the actions, then stores what became of them.
     private static func settle(_ storage: any TaskStorage, _ outcomes: [TaskOutcome]) async throws {
