@@ -10,6 +10,9 @@ extension JobQueue {
         @usableFromInline var failed = false
         @usableFromInline var awaitingStrategy = false
         @usableFromInline var requeued = false
+        /// `retry(_:)` stored another job first while this one was processed: this job is no
+        /// longer first in storage, so a requeue at the front must move it there too.
+        @usableFromInline var overtakenInStorage = false
 
         @usableFromInline init(ticket: UInt64, job: Job) {
             self.ticket = ticket

@@ -198,7 +198,10 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
     /// Puts `job` at the front of the queue, so that it is the next one processed.
     ///
     /// Retry strategies call this from ``JobRetryStrategy/retry(job:failedOnQueue:)``; the
-    /// failed job is then still stored and is not persisted again. Any other job is first
+    /// failed job is then still stored and is not persisted again, unless another job was put
+    /// first with `retry(_:)` while it was processed: it is then moved to the front of storage
+    /// with ``JobPersister/persistFirst(_:)`` too, so that a restart keeps the order the queue
+    /// has in memory. Any other job is first
     /// stored with the persister's ``JobPersister/persistFirst(_:)``, ahead of every stored
     /// job, so that it is still first after a restart (a job already stored is moved to the
     /// front). A persister that relies on the protocol's default `persistFirst` stores it
@@ -207,16 +210,33 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
     /// stored before stays stored where it was. Observers hear ``JobQueueEvent/added``.
     /// - Parameter job: The job to put first.
     public func retry(_ job: Job) {
-        let persister = core.withLock { core -> AnyJobPersister<Job>?? in
+        let storing = core.withLock { core -> RetryStoring in
             if let index = core.inFlight.firstIndex(where: { $0.awaitingStrategy && !$0.requeued && $0.job.id == job.id }) {
                 core.inFlight[index].requeued = true
                 core.jobs.prepend(job)
                 core.record(.added, job)
-                return .none
+                return core.inFlight[index].overtakenInStorage ? .moveToFront(core.persister) : .none
             }
-            return .some(core.persister)
+            return .storeFirst(core.persister)
         }
-        guard case .some(let persister) = persister else { return }
+        let persister: AnyJobPersister<Job>?
+        switch storing {
+        case .none:
+            return
+        case .moveToFront(let requeuedPersister):
+            do {
+                try requeuedPersister?.persistFirst([job])
+            } catch {
+                persistenceFailed(
+                    error,
+                    "move job \(job.id), put back first by its retry strategy, to the front of storage; it is first "
+                        + "in memory, but after a restart it runs after the jobs retried while it was processed"
+                )
+            }
+            return
+        case .storeFirst(let storePersister):
+            persister = storePersister
+        }
         if let persister {
             do {
                 try persister.persistFirst([job])
@@ -231,6 +251,10 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
         let wake = core.withLock { core -> Bool in
             core.jobs.prepend(job)
             core.record(.added, job)
+            // The jobs being processed are now behind `job` in storage.
+            for index in core.inFlight.indices {
+                core.inFlight[index].overtakenInStorage = true
+            }
             return core.claimPump()
         }
         if wake { schedulePump() }
@@ -393,5 +417,17 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
         return JobQueueNotificationToken(observer: observer) {
             observers.remove(id: id)
         }
+    }
+}
+
+extension JobQueue {
+    /// What `retry(_:)` writes to storage.
+    enum RetryStoring {
+        /// A failed job its strategy puts back, still first in storage: nothing to write.
+        case none
+        /// A failed job its strategy puts back, which another job overtook in storage.
+        case moveToFront(AnyJobPersister<Job>?)
+        /// Any other job: store it first.
+        case storeFirst(AnyJobPersister<Job>?)
     }
 }

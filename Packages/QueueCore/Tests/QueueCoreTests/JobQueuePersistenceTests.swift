@@ -216,12 +216,12 @@ struct JobQueuePersistenceTests {
         withExtendedLifetime(token) {}
     }
 
-    /// Open, found while fixing `retry(_:)`: a job with the processor keeps its stored place
-    /// when its strategy puts it back at the front, so a job that `retry(_:)` stored first
-    /// while it was being processed stays ahead of it in storage: after a restart the order of
-    /// the two is swapped. (Before the fix the retried job was stored last instead.)
+    /// Found while fixing `retry(_:)`: a job with the processor kept its stored place when its
+    /// strategy put it back at the front, so a job that `retry(_:)` stored first while it was
+    /// being processed stayed ahead of it in storage, and a restart swapped the two. The
+    /// requeued job is now moved to the front of storage too.
     @Test
-    func aFailedJobRequeuedAfterAnotherJobWasRetriedIsNotFirstInStorage() async {
+    func aFailedJobRequeuedAfterAnotherJobWasRetriedIsFirstInStorageToo() async {
         let processor = HoldingProcessor()
         queue.processor = AnyJobProcessor(processor)
         queue.retryStrategy = RequeueAtTheFront()
@@ -239,10 +239,8 @@ struct JobQueuePersistenceTests {
         processor.complete("0", error: TestFailure())
 
         #expect(await added.values(count: 4) == ["0", "1", "urgent", "0"])
-        withKnownIssue("a requeued job with the processor is not moved to the front of the storage") {
-            #expect(persister.jobs.map(\.action) == ["0", "urgent", "1"])
-        }
-        #expect(persister.jobs.map(\.action) == ["urgent", "0", "1"])
+        #expect(persister.jobs.map(\.action) == ["0", "urgent", "1"], "storage keeps the order the queue has in memory")
+        #expect(persister.calls.last == .persistFirst([jobs[0].id]), "one write moves the requeued job to the front")
         #expect(queue.drain().map(\.action) == ["0", "urgent", "1"])
         withExtendedLifetime(token) {}
     }
