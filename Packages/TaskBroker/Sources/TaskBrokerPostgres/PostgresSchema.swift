@@ -270,8 +270,8 @@ struct PostgresSchema: Sendable {
     /// instead of `held`, with the new epoch in the last column. (A completion that turns out
     /// outdated keeps the lease too; the caller does not count its next head as claimed.)
     func finishQuery(
-        outcomes: [TaskOutcome], epochs: [Int64], nextHeads: [String: StoredTask] = [:], owner: String, origin: String,
-        leaseMilliseconds: Int64 = 0
+        outcomes: [TaskOutcome], epochs: [Int64], nextHeads: [String: StoredTask], owner: String, origin: String,
+        leaseMilliseconds: Int64
     ) -> PostgresQuery {
         var kinds: [Int16] = []
         var untils: [Double] = []
