@@ -244,6 +244,33 @@ struct JobQueuePersistenceTests {
         #expect(queue.drain().map(\.action) == ["0", "urgent", "1"])
         withExtendedLifetime(token) {}
     }
+
+    /// The move to the front of storage fails: the requeued job is still first in memory, the
+    /// error is kept, and storage keeps what it had (the job in its old place, nothing lost).
+    @Test
+    func aRequeuedJobThatCannotBeMovedToTheFrontOfStorageStaysFirstInMemoryAndStored() async {
+        let processor = HoldingProcessor()
+        queue.processor = AnyJobProcessor(processor)
+        queue.retryStrategy = RequeueAtTheFront()
+        let added = EventCollector<String>()
+        let token = queue.observe { _, jobs, event in
+            if event == .added { jobs.forEach { added.record($0.action) } }
+        }
+        let jobs = makeJobs(count: 2)
+        queue.add(jobs)
+        queue.start()
+        #expect(await processor.started.values(count: 1) == ["0"])
+        queue.stop()
+        queue.retry(CuteJob(action: "urgent"))
+        persister.failing = true
+        processor.complete("0", error: TestFailure())
+
+        #expect(await added.values(count: 4) == ["0", "1", "urgent", "0"])
+        #expect(queue.lastPersistenceError?.code == .persistenceFailed)
+        #expect(persister.jobs.map(\.action) == ["urgent", "0", "1"], "storage unchanged: every job still stored")
+        #expect(queue.drain().map(\.action) == ["0", "urgent", "1"])
+        withExtendedLifetime(token) {}
+    }
 }
 
 /// Puts every failed job back at the front of its queue.
