@@ -157,8 +157,8 @@ public final class PostgresTaskStorage: TaskStorage {
     func delete(key: String, collection: String, on connection: PostgresConnection) async throws -> StoredTask? {
         let rows = try await connection.query(sql.deleteQuery(collection: collection, key: key), logger: logger)
         var deleted: StoredTask?
-        for try await row in rows.decode(PostgresSchema.TaskRow.self) {
-            deleted = PostgresSchema.task(row)
+        for try await row in rows {
+            deleted = try PostgresSchema.task(row)
         }
         if let deleted {
             try await notify(ChangeMessage.chunks(queues: [deleted.queueName]), on: connection)
@@ -188,8 +188,8 @@ public final class PostgresTaskStorage: TaskStorage {
         return try await run("read \(queueNames.count) queue(s)") {
             var result: [String: [StoredTask]] = [:]
             let rows = try await client.query(sql.tasksQuery(queueNames: queueNames), logger: logger)
-            for try await row in rows.decode(PostgresSchema.TaskRow.self) {
-                let task = PostgresSchema.task(row)
+            for try await row in rows {
+                let task = try PostgresSchema.task(row)
                 result[task.queueName, default: []].append(task)
             }
             return result
@@ -205,8 +205,12 @@ public final class PostgresTaskStorage: TaskStorage {
             var answers: [String: (valid: Bool, epoch: Int64?, remaining: Double?, heldByOther: Bool)] = [:]
             // A taken queue's row (with its epoch) comes first; the row every head then gets says
             // what the snapshot showed, which matters only for the heads not taken.
-            for try await (queueName, valid, epoch, remaining, other) in rows.decode((String, Bool, Int64?, Double?, Bool).self) {
-                if answers[queueName]?.epoch == nil { answers[queueName] = (valid, epoch, remaining, other) }
+            for try await row in rows {
+                var cells = RowReader(row)
+                let queueName: String = try cells.next()
+                let answer = (valid: try cells.next(Bool.self), epoch: try cells.next(Int64?.self), remaining: try cells.next(Double?.self),
+                              heldByOther: try cells.next(Bool.self))
+                if answers[queueName]?.epoch == nil { answers[queueName] = answer }
             }
             let now = Date()
             var granted: [String: Int64] = [:]
@@ -256,7 +260,7 @@ public final class PostgresTaskStorage: TaskStorage {
         // for the next heads it claims) and the change notifications (four round trips before:
         // BEGIN, the statement, the notifications, COMMIT).
         let count = outcomes.count
-        // Per outcome, by position: the new epoch of a lease kept for the next head.
+        // Per outcome, by position: the epoch of a lease kept for the next head.
         var kept = [Int64?](repeating: nil, count: count)
         let report = try await run("store \(count) outcome(s)") { () -> TaskFinishReport in
             let rows = try await client.query(
@@ -270,8 +274,11 @@ public final class PostgresTaskStorage: TaskStorage {
             var applied = [Bool](repeating: false, count: count)
             var failedAny = false
             var failed = [Bool](repeating: false, count: count)
-            for try await (position, kind, epoch) in rows.decode((Int64, Int16, Int64?).self) {
-                let index = Int(position) - 1
+            for try await row in rows {
+                var cells = RowReader(row)
+                let index = Int(try cells.next(Int64.self)) - 1
+                let kind: Int16 = try cells.next()
+                let epoch: Int64? = try cells.next()
                 guard index >= 0, index < count else { continue }
                 switch kind {
                 case PostgresSchema.FinishRow.held:
@@ -304,14 +311,18 @@ public final class PostgresTaskStorage: TaskStorage {
                 if failed[index] {
                     failedQueues.insert(task.queueName)
                 } else {
-                    completed.append(StoredTask(
-                        key: task.key, collection: task.collection, queueName: task.queueName, payload: Data(), position: 0,
-                        revision: task.revision
-                    ))
                     // A next head counts as claimed only if the completion before it was applied (a
                     // completion outdated by a concurrent save keeps the lease until the broker
-                    // claims the queue again, or it expires).
-                    if kept[index] != nil { report.continued.insert(task.queueName) }
+                    // claims the queue again, or it expires). Its queue stays held: like the
+                    // statement's notifications, the feeds are not told of that completion.
+                    if kept[index] != nil {
+                        report.continued.insert(task.queueName)
+                    } else {
+                        completed.append(StoredTask(
+                            key: task.key, collection: task.collection, queueName: task.queueName, payload: Data(), position: 0,
+                            revision: task.revision
+                        ))
+                    }
                 }
             }
             // What the statement's notifications tell other storages' feeds, told to this one's.
@@ -387,8 +398,8 @@ public final class PostgresTaskStorage: TaskStorage {
         guard !queueNames.isEmpty else { return [] }
         return try await transaction("resume \(queueNames.count) queue(s)") { connection in
             var resumed: [StoredTask] = []
-            for try await row in try await connection.query(sql.resumeQuery(queueNames: queueNames), logger: logger).decode(PostgresSchema.TaskRow.self) {
-                resumed.append(PostgresSchema.task(row))
+            for try await row in try await connection.query(sql.resumeQuery(queueNames: queueNames), logger: logger) {
+                resumed.append(try PostgresSchema.task(row))
             }
             try await notify(ChangeMessage.chunks(queues: Set(resumed.map(\.queueName)).sorted()), on: connection)
             return resumed

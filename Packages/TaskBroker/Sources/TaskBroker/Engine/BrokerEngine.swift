@@ -151,7 +151,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 maxConcurrentQueues: configuration.maxConcurrentQueues,
                 claimsHeads: sqlite == nil,
                 storageBackoff: configuration.storageRetryBackoff,
-                nextHeadLifetime: leaseDuration / 6
+                nextHeadLifetime: leaseDuration / 12
             ),
             accepts: { queueName in filter(queueName) && registry.own(queueName, by: brokerID) }
         )

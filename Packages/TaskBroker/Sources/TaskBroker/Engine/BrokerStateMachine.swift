@@ -30,9 +30,10 @@ struct BrokerStateMachine {
         /// The delay before a failed storage operation is tried again.
         var storageBackoff: Backoff
         /// How long a next head claimed with its predecessor's outcome may wait in the ready line
-        /// and still start on that claim (shared backends): a sixth of the lease, which is not
-        /// renewed while the queue waits (renewals cover running actions, every third of the lease,
-        /// so a lease is renewed at most half a lease after it was granted). Later it is claimed again.
+        /// and still start on that claim (shared backends): a twelfth of the lease. The finish left
+        /// at least eleven twelfths of it, and it is not renewed while the queue waits (renewals
+        /// cover running actions, every third of the lease), so the head starts with at least five
+        /// sixths of a lease left and is renewed before half of it is gone. Later it is claimed again.
         var nextHeadLifetime: Duration = .seconds(1)
     }
 

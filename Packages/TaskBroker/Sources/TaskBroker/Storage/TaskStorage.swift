@@ -162,11 +162,15 @@ public protocol TaskStorage: Sendable {
     func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> TaskFinishReport
 
     /// Stores outcomes like ``finish(_:owner:)`` and, in the same transaction, claims the next head
-    /// of each queue whose action completed (shared backends): the lease is kept under a new epoch
-    /// instead of being released, so the broker starts that head without a claim of its own.
+    /// of each queue whose action completed (shared backends): the lease is kept instead of being
+    /// released, so the broker starts that head without a claim of its own. A kept lease keeps its
+    /// epoch (the holder does not change) and has at least eleven twelfths of `leaseDuration` left
+    /// when the transaction commits: a backend extends a shorter one to a full lease.
     ///
     /// A next head is claimed only if the completion was stored, `owner` held the queue's lease, and
-    /// the head is still stored as given (same revision and attempts, not paused). The default, for
+    /// the head is still stored as given (same revision and attempts, not paused). The change feed
+    /// need not report a completion whose next head was claimed: its queue stays held, and a worker
+    /// that holds it in memory finds the head gone when it next claims the queue. The default, for
     /// backends without leases, claims nothing and calls ``finish(_:owner:)``.
     ///
     /// - Parameters:
@@ -325,7 +329,7 @@ public struct TaskFinishReport: Sendable, Hashable {
     public var outdated: Set<String>
     /// Queues whose completion was stored and whose next head was claimed in the same transaction
     /// (``TaskStorage/finish(_:claimingNext:owner:leaseDuration:)``): the claimant still holds
-    /// their lease, under a new epoch.
+    /// their lease, under the same epoch.
     public var continued: Set<String>
 
     /// Creates a report.
