@@ -276,23 +276,29 @@ public final class PostgresTaskStorage: TaskStorage {
             var failed = [Bool](repeating: false, count: count)
             for try await row in rows {
                 var cells = RowReader(row)
-                let index = Int(try cells.next(Int64.self)) - 1
-                let kind: Int16 = try cells.next()
-                let epoch: Int64? = try cells.next()
-                guard index >= 0, index < count else { continue }
-                switch kind {
-                case PostgresSchema.FinishRow.held:
-                    held[index] = true
-                case PostgresSchema.FinishRow.next:
-                    held[index] = true
-                    kept[index] = epoch
-                case PostgresSchema.FinishRow.done:
-                    applied[index] = true
-                case PostgresSchema.FinishRow.failed:
-                    applied[index] = true
-                    failed[index] = true
-                    failedAny = true
-                default: break
+                let positions: [Int64] = try cells.next()
+                let kinds: [Int16] = try cells.next()
+                let values: [Int64] = try cells.next()
+                guard kinds.count == positions.count, values.count == positions.count else {
+                    throw TaskBrokerError(code: .storageFailed, message: "The finish statement returned arrays of different lengths.")
+                }
+                for (entry, position) in positions.enumerated() {
+                    let index = Int(position) - 1
+                    guard index >= 0, index < count else { continue }
+                    switch kinds[entry] {
+                    case PostgresSchema.FinishRow.held:
+                        held[index] = true
+                    case PostgresSchema.FinishRow.next:
+                        held[index] = true
+                        kept[index] = values[entry]
+                    case PostgresSchema.FinishRow.done:
+                        applied[index] = true
+                    case PostgresSchema.FinishRow.failed:
+                        applied[index] = true
+                        failed[index] = true
+                        failedAny = true
+                    default: break
+                    }
                 }
             }
             var report = TaskFinishReport()
