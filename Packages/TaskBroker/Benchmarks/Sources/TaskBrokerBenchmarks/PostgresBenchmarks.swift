@@ -241,18 +241,27 @@ struct PostgresBenchmarks {
         let serverCPUBefore = try await serverCPUTicks(admin)
         let start = ContinuousClock.now
         children.forEach { $0.send("go") }
-        // Coarse polling (every 100 ms): the figure is within 0.1 s of the truth.
-        var left = stored
-        var polls = 0
-        while left > 0 {
-            try await Task.sleep(for: .milliseconds(100))
-            left = try await admin.count("SELECT count(*) FROM \(table)")
-            polls += 1
-            if start.duration(to: .now) > .seconds(300) {
-                throw TaskBrokerError(code: .storageFailed, message: "the burn-down stalled with \(left) actions left")
+        // Each worker prints its total of stored outcomes after every finish: the clock stops when
+        // they add up to the stored actions. (Polling `count(*)` every 100 ms, as before, scanned the
+        // action table on the server while it ran: ~5 % of the server's CPU, on the same 2 cores.)
+        var totals: [String: Int] = [:]
+        var elapsed = Duration.zero
+        while true {
+            guard let line = await inbox.next(startingWith: "applied", timeout: .seconds(60)) else {
+                throw TaskBrokerError(code: .storageFailed, message: "the burn-down stalled: no finish for 60 s, \(totals.values.reduce(0, +)) of \(stored) stored")
+            }
+            let fields = line.split(separator: " ")
+            guard fields.count == 3, let total = Int(fields[2]) else { continue }
+            totals[String(fields[1])] = total
+            if totals.values.reduce(0, +) >= stored {
+                elapsed = start.duration(to: .now)
+                break
             }
         }
-        let elapsed = start.duration(to: .now)
+        let left = try await admin.count("SELECT count(*) FROM \(table)")
+        guard left == 0 else {
+            throw TaskBrokerError(code: .storageFailed, message: "the workers stored \(stored) outcomes, but \(left) actions are left")
+        }
         let serverCPU = serverCPUMilliseconds(from: serverCPUBefore, to: try await serverCPUTicks(admin))
         children.forEach { $0.closeInput() }
         var stats: [String] = []
@@ -260,7 +269,7 @@ struct PostgresBenchmarks {
             if let line = await inbox.next(startingWith: "stats", timeout: .seconds(40)) { stats.append(line) }
         }
         for child in children { child.process.waitUntilExit() }
-        var totals: [String: Int] = [:]
+        var counts: [String: Int] = [:]
         stats = stats.map { line -> String in
             let fields = line.split(separator: " ")
             let values = Dictionary(fields.dropFirst(2).compactMap { field -> (String, Int)? in
@@ -268,7 +277,7 @@ struct PostgresBenchmarks {
                 guard parts.count == 2, let value = Int(parts[1]) else { return nil }
                 return (String(parts[0]), value)
             }, uniquingKeysWith: { $1 })
-            totals.merge(values, uniquingKeysWith: +)
+            counts.merge(values, uniquingKeysWith: +)
             let claims = values["claims"] ?? 0, heads = values["heads"] ?? 0
             let finishes = values["finishes"] ?? 0, outcomes = values["outcomes"] ?? 0
             let reads = values["reads"] ?? 0
@@ -280,21 +289,21 @@ struct PostgresBenchmarks {
                 + "\(values["continued"] ?? 0) next heads claimed by finishes: \(claims + finishes) commits, "
                 + "~\(roundTrips) round trips; process CPU \(values["cpums"] ?? 0) ms"
         }
-        let handled = totals["handled"] ?? 0
+        let handled = counts["handled"] ?? 0
         stats.append("ran \(handled) handler calls for \(stored) stored actions (\(handled - stored) more than stored); "
-            + "finishes refused \(totals["fenced"] ?? 0) outcomes (lease lost) and found \(totals["outdated"] ?? 0) outdated")
-        stats.append("\(stored) stored, timed from `go` to an empty action table (\(polls) polls of 100 ms): "
+            + "finishes refused \(counts["fenced"] ?? 0) outcomes (lease lost) and found \(counts["outdated"] ?? 0) outdated")
+        stats.append("\(stored) stored, timed from `go` to the workers' report that every outcome was stored: "
             + "\(fmt(seconds(elapsed) * 1000)) ms wall, server CPU \(serverCPU) ms")
         // What limits it: commits and round trips per 1,000 actions (the raw loop: 10 and 10), and
         // where a worker's time goes (claim, finish and read calls, one cycle at a time).
         let perThousand = { (value: Int) in fmt(Double(value) * 1000 / Double(max(stored, 1))) }
-        let commits = (totals["claims"] ?? 0) + (totals["finishes"] ?? 0)
-        let roundTrips = (totals["claims"] ?? 0) + (totals["reads"] ?? 0) + (totals["finishes"] ?? 0)
+        let commits = (counts["claims"] ?? 0) + (counts["finishes"] ?? 0)
+        let roundTrips = (counts["claims"] ?? 0) + (counts["reads"] ?? 0) + (counts["finishes"] ?? 0)
         let wall = Double(processes) * seconds(elapsed) * 1000
-        let share = { (key: String) in "\(fmt(Double(totals[key] ?? 0) * 100 / wall))%" }
+        let share = { (key: String) in "\(fmt(Double(counts[key] ?? 0) * 100 / wall))%" }
         stats.append("limits: \(perThousand(commits)) commits and ~\(perThousand(roundTrips)) round trips per 1,000 actions (raw: 10 and 10); "
             + "of the workers' wall time, \(share("claimms")) in claims, \(share("finishms")) in finishes, \(share("readms")) in queue reads; "
-            + "worker CPU \(fmt(Double(totals["cpums"] ?? 0) * 1000 / Double(max(stored, 1)))) µs and server CPU "
+            + "worker CPU \(fmt(Double(counts["cpums"] ?? 0) * 1000 / Double(max(stored, 1)))) µs and server CPU "
             + "\(fmt(Double(serverCPU) * 1000 / Double(max(stored, 1)))) µs per action")
         return (Double(stored) / seconds(elapsed), stats)
     }

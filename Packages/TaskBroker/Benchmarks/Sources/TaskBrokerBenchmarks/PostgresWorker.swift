@@ -28,12 +28,31 @@ final class CountingStorage: TaskStorage {
     let outdated = Atomic<Int>(0)
     /// Next heads claimed with their predecessors' outcomes.
     let continued = Atomic<Int>(0)
+    /// Outcomes stored (neither refused nor outdated), so far.
+    let applied = Atomic<Int>(0)
+    /// Whether each finish prints `applied PID TOTAL` (the burn-down's clock stops when the
+    /// workers' totals reach the number of stored actions: no polling of the server while it runs).
+    let reportsProgress: Bool
     /// Nanoseconds spent inside claims, finishes and reads (calls may overlap).
     let claimNanoseconds = Atomic<Int>(0)
     let finishNanoseconds = Atomic<Int>(0)
     let readNanoseconds = Atomic<Int>(0)
 
-    init(_ inner: any TaskStorage) { self.inner = inner }
+    init(_ inner: any TaskStorage, reportsProgress: Bool = false) {
+        self.inner = inner
+        self.reportsProgress = reportsProgress
+    }
+
+    /// Counts what a finish stored (a burn-down queue has one outcome per finish, so the report's
+    /// sets of queue names count outcomes) and prints the total if asked to.
+    private func count(_ report: TaskFinishReport, of outcomes: Int) {
+        fenced.add(report.fenced.count, ordering: .relaxed)
+        outdated.add(report.outdated.count, ordering: .relaxed)
+        continued.add(report.continued.count, ordering: .relaxed)
+        let stored = outcomes - report.fenced.count - report.outdated.count
+        let total = applied.add(stored, ordering: .relaxed).newValue
+        if reportsProgress { emit("applied \(getpid()) \(total)") }
+    }
 
     static let claimsNextHeads = ProcessInfo.processInfo.environment["TB_PG_NO_NEXT"] != "1"
 
@@ -75,8 +94,7 @@ final class CountingStorage: TaskStorage {
         let start = monotonicNanoseconds()
         defer { finishNanoseconds.add(Int(monotonicNanoseconds() - start), ordering: .relaxed) }
         let report = try await inner.finish(outcomes, owner: owner)
-        fenced.add(report.fenced.count, ordering: .relaxed)
-        outdated.add(report.outdated.count, ordering: .relaxed)
+        count(report, of: outcomes.count)
         return report
     }
     func finish(
@@ -91,9 +109,7 @@ final class CountingStorage: TaskStorage {
         let report = try await inner.finish(
             outcomes, claimingNext: Self.claimsNextHeads ? nextHeads : [:], owner: owner, leaseDuration: leaseDuration
         )
-        fenced.add(report.fenced.count, ordering: .relaxed)
-        outdated.add(report.outdated.count, ordering: .relaxed)
-        continued.add(report.continued.count, ordering: .relaxed)
+        count(report, of: outcomes.count)
         return report
     }
     func resume(queues queueNames: [String]) async throws -> [StoredTask] { try await inner.resume(queues: queueNames) }
@@ -165,7 +181,7 @@ func runPostgresWorker(_ arguments: [String]) async throws {
         configuration.leaseDuration = .milliseconds(milliseconds)
     }
     let postgres = try await TaskDatabase.postgres(configuration: configuration)
-    let counting = CountingStorage(postgres.storage)
+    let counting = CountingStorage(postgres.storage, reportsProgress: mode == "burn")
     let database = TaskDatabase(storage: counting)
     let pid = getpid()
     let counter = CountingNoOpHandler()
