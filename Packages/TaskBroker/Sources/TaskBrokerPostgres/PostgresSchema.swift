@@ -182,11 +182,11 @@ struct PostgresSchema: Sendable {
         "SELECT DISTINCT queue_name FROM \(unescaped: action) ORDER BY queue_name"
     }
 
+    /// The stored actions of these queues, in no particular order: the caller sorts each queue by
+    /// position. (Sorted here, a read of 256 queues of 100 actions sorted its 25,600 rows, payloads
+    /// and all, in a temporary file: two thirds of the statement's time.)
     func tasksQuery(queueNames: [String]) -> PostgresQuery {
-        """
-        SELECT \(unescaped: Self.taskColumns) FROM \(unescaped: action)
-        WHERE queue_name = ANY(\(queueNames)::text[]) ORDER BY queue_name, position
-        """
+        "SELECT \(unescaped: Self.taskColumns) FROM \(unescaped: action) WHERE queue_name = ANY(\(queueNames)::text[])"
     }
 
     /// Claims each head's queue if the head is still the stored version, not waiting for a

@@ -192,6 +192,10 @@ public final class PostgresTaskStorage: TaskStorage {
                 let task = try PostgresSchema.task(row)
                 result[task.queueName, default: []].append(task)
             }
+            // In enqueue order (the statement does not sort; rows mostly come in that order already).
+            for queueName in result.keys {
+                result[queueName]?.sort { $0.position < $1.position }
+            }
             return result
         }
     }
