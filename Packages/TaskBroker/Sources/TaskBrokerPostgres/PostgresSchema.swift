@@ -402,6 +402,9 @@ struct PostgresSchema: Sendable {
                        q.expires_at < clock_timestamp() + p_keep_ms * interval '1 millisecond' AS short
                 FROM \(queue) q JOIN outcome o ON q.name = o.queue_name AND q.epoch = o.epoch
                 WHERE q.owner = p_owner
+                -- In name order, as every statement that waits for a queue's row locks them: two that
+                -- locked the same rows in different orders (a finish and the lease renewal) deadlocked.
+                ORDER BY q.name
                 FOR NO KEY UPDATE OF q
             ),
             leased AS (
@@ -470,21 +473,36 @@ struct PostgresSchema: Sendable {
     static let entryLimit = 3_000
 
     /// Extends the leases the owner still holds under these epochs; returns the renewed queues.
+    /// The rows are locked in name order first, as the finish function locks them (a renewal that
+    /// updated them in another order deadlocked with a finish under load).
     func renewQuery(queueNames: [String], epochs: [Int64], owner: String, leaseMilliseconds: Int64) -> PostgresQuery {
         """
+        WITH held AS (
+            SELECT q.name FROM \(unescaped: queue) q
+            JOIN unnest(\(queueNames)::text[], \(epochs)::int8[]) AS l(name, epoch) ON q.name = l.name AND q.epoch = l.epoch
+            WHERE q.owner = \(owner)
+            ORDER BY q.name
+            FOR NO KEY UPDATE OF q
+        )
         UPDATE \(unescaped: queue) q SET expires_at = clock_timestamp() + \(leaseMilliseconds) * interval '1 millisecond'
-        FROM unnest(\(queueNames)::text[], \(epochs)::int8[]) AS l(name, epoch)
-        WHERE q.name = l.name AND q.owner = \(owner) AND q.epoch = l.epoch
+        FROM held WHERE q.name = held.name
         RETURNING q.name
         """
     }
 
-    /// Ends the leases `owner` holds under these epochs now; returns the queues released.
+    /// Ends the leases `owner` holds under these epochs now; returns the queues released. Locks in
+    /// name order, as ``renewQuery(queueNames:epochs:owner:leaseMilliseconds:)`` does.
     func releaseQuery(queueNames: [String], epochs: [Int64], owner: String) -> PostgresQuery {
         """
+        WITH held AS (
+            SELECT q.name FROM \(unescaped: queue) q
+            JOIN unnest(\(queueNames)::text[], \(epochs)::int8[]) AS l(name, epoch) ON q.name = l.name AND q.epoch = l.epoch
+            WHERE q.owner = \(owner)
+            ORDER BY q.name
+            FOR NO KEY UPDATE OF q
+        )
         UPDATE \(unescaped: queue) q SET expires_at = clock_timestamp()
-        FROM unnest(\(queueNames)::text[], \(epochs)::int8[]) AS l(name, epoch)
-        WHERE q.name = l.name AND q.owner = \(owner) AND q.epoch = l.epoch
+        FROM held WHERE q.name = held.name
         RETURNING q.name
         """
     }

@@ -23,7 +23,8 @@ struct PostgresCrashTests {
         let store = try TestStore(.postgres)
         let database = try await store.open()
         let queues = 100
-        let perQueue = 200
+        // 300 actions a queue (30,000): with a faster broker, 200 (20,000) ended after as few as 5 kills.
+        let perQueue = 300
         for chunk in 0..<(perQueue / 10) {
             try await database.save((0..<(queues * 10)).map { offset in
                 let index = chunk * 10 + offset / queues

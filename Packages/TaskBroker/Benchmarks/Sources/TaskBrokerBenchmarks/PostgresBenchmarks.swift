@@ -230,7 +230,10 @@ struct PostgresBenchmarks {
         let inbox = LineInbox()
         var children: [BenchmarkChild] = []
         for _ in 0..<processes {
-            children.append(try BenchmarkChild.start(["pg-worker", "burn", url, schema], inbox: inbox))
+            // `TB_PG_LEASE_MS` shortens the workers' lease, so that leases are renewed while the
+            // burn-down runs (renewals and finishes lock the same rows; the default lease outlasts the run).
+            let lease = ProcessInfo.processInfo.environment["TB_PG_LEASE_MS"].map { [$0] } ?? []
+            children.append(try BenchmarkChild.start(["pg-worker", "burn", url, schema] + lease, inbox: inbox))
         }
         defer { children.forEach { $0.kill() } }
         for _ in 0..<processes {

@@ -1,0 +1,100 @@
+import Foundation
+import PostgresNIO
+import TaskBroker
+import TaskBrokerPostgres
+import Testing
+
+/// Every statement that waits for queues' lease rows locks them in name order. A finish and the
+/// lease renewal that locked the same rows in different orders deadlocked under load (PostgreSQL
+/// aborted one of them after a second: seen in the burn-down benchmark with short leases and two
+/// finishes under way at once).
+///
+/// Each test holds the row of queue "q-a" in another transaction, starts the operation on "q-b"
+/// and "q-a" (in that order), waits until the server shows it waiting for the lock, and then
+/// locks "q-b" without waiting: that works only if the operation has not locked "q-b" first.
+@Suite(.timeLimit(.minutes(1)))
+struct PostgresLockOrderTests {
+    @Test func aFinishLocksTheLeasesInNameOrder() async throws {
+        let report = try await whileHoldingQueueA { storage, saved in
+            try await storage.finish([.completed(saved[1]), .completed(saved[0])], owner: "w")
+        }
+        #expect(report == TaskFinishReport(), "both outcomes are stored once the other transaction ends")
+    }
+
+    @Test func aRenewalLocksTheLeasesInNameOrder() async throws {
+        let lost = try await whileHoldingQueueA { storage, _ in
+            try await storage.renew(["q-b", "q-a"], owner: "w", leaseDuration: .seconds(30))
+        }
+        #expect(lost.isEmpty, "both leases are renewed once the other transaction ends")
+    }
+
+    @Test func aReleaseLocksTheLeasesInNameOrder() async throws {
+        try await whileHoldingQueueA { storage, _ in
+            try await storage.release(["q-b", "q-a"], owner: "w")
+        }
+    }
+
+    /// Saves and claims an action in "q-a" and one in "q-b" (owner "w"), holds the row of "q-a" in
+    /// another transaction, runs `operation` until the server shows it waiting for that row, checks
+    /// that the row of "q-b" is free to lock, ends the transaction and returns what `operation` returned.
+    @discardableResult
+    private func whileHoldingQueueA<Result: Sendable>(
+        _ operation: @escaping @Sendable (any TaskStorage, [StoredTask]) async throws -> Result
+    ) async throws -> Result {
+        let store = try TestStore(.postgres)
+        let database = try await store.open(leaseDuration: .seconds(30))
+        let storage = database.storage
+        let saved = try await storage.save([
+            NewTask(key: "a", collection: "c", queueName: "q-a", payload: Data("a".utf8)),
+            NewTask(key: "b", collection: "c", queueName: "q-b", payload: Data("b".utf8)),
+        ])
+        #expect(try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30)) == [.granted, .granted])
+        let queueTable = "\"\(store.schema)\".queue"
+        let locker = try await store.open()
+        let (lockedA, lockedASignal) = AsyncStream<Void>.makeStream()
+        let (tryB, tryBSignal) = AsyncStream<Void>.makeStream()
+        let (answer, answerSignal) = AsyncStream<Bool>.makeStream()
+        // Holds "q-a"; once told, tries "q-b" without waiting and reports whether it got it.
+        let holder = Task {
+            try await locker.write { tx -> Void in
+                try await tx.execute(PostgresQuery(unsafeSQL: "SELECT 1 FROM \(queueTable) WHERE name = 'q-a' FOR UPDATE"))
+                lockedASignal.yield()
+                for await _ in tryB { break }
+                do {
+                    try await tx.execute(PostgresQuery(unsafeSQL: "SELECT 1 FROM \(queueTable) WHERE name = 'q-b' FOR UPDATE NOWAIT"))
+                    answerSignal.yield(true)
+                } catch {
+                    // lock_not_available: the operation locked q-b before waiting for q-a.
+                    answerSignal.yield(false)
+                }
+            }
+        }
+        for await _ in lockedA { break }
+        let running = Task { try await operation(storage, saved) }
+        // Until the server shows the operation waiting for a lock (each look is a round trip).
+        var waiting = false
+        for _ in 0..<10_000 where !waiting {
+            waiting = try await locker.write { tx -> Bool in
+                let sql = """
+                    SELECT count(*)::int8 FROM pg_stat_activity
+                    WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'
+                    """
+                var count = 0
+                for try await value in try await tx.query(PostgresQuery(unsafeSQL: sql)).decode(Int.self) {
+                    count = value
+                }
+                return count > 0
+            }
+        }
+        try #require(waiting, "the operation waits for the row of q-a")
+        tryBSignal.yield()
+        var gotB = false
+        for await got in answer {
+            gotB = got
+            break
+        }
+        try await holder.value
+        #expect(gotB, "the row of q-b was not locked by the operation waiting for q-a")
+        return try await running.value
+    }
+}
