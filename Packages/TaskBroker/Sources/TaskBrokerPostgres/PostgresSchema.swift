@@ -404,14 +404,20 @@ struct PostgresSchema: Sendable {
                 -- a worker that claims one of them now skips it, and a worker that took one over first
                 -- changed its owner or epoch. A lock, not an update: a lease kept for the next head
                 -- keeps its epoch (its holder does not change) and is extended only when it is short.
-                SELECT o.i, q.name, q.epoch, o.go_on, o.position, o.revision, o.kind, o.until,
-                       q.expires_at < clock_timestamp() + p_keep_ms * interval '1 millisecond' AS short
-                FROM \(queue) q JOIN outcome o ON q.name = o.queue_name AND q.epoch = o.epoch
-                WHERE q.owner = p_owner
+                --
                 -- In name order, as every statement that waits for a queue's row locks them: two that
                 -- locked the same rows in different orders (a finish and the lease renewal) deadlocked.
-                ORDER BY q.name
-                FOR NO KEY UPDATE OF q
+                -- One primary-key probe per outcome, taken in the sorted outcomes' order: a join let
+                -- the cached (generic) plan, with the queue table's statistics from when it was
+                -- nearly empty, scan every queue once per outcome (45 ms for 450 outcomes).
+                SELECT o.i, q.name, q.epoch, o.go_on, o.position, o.revision, o.kind, o.until,
+                       q.expires_at < clock_timestamp() + p_keep_ms * interval '1 millisecond' AS short
+                FROM (SELECT * FROM outcome ORDER BY queue_name) o
+                CROSS JOIN LATERAL (
+                    SELECT q.name, q.epoch, q.expires_at FROM \(queue) q
+                    WHERE q.name = o.queue_name AND q.epoch = o.epoch AND q.owner = p_owner
+                    FOR NO KEY UPDATE
+                ) q
             ),
             leased AS (
                 -- Released; or, kept for the next head with less than `keep` left, extended to a full lease.

@@ -100,34 +100,40 @@ extension BrokerEntry {
         _ tasks: [StoredTask], as _: Action.Type, since: Duration, decoder: JSONDecoder = JSONDecoder()
     ) -> [BrokerEntry] {
         var paused: BrokerEntry?
-        var decoded: [(task: StoredTask, action: Action?)] = []
-        decoded.reserveCapacity(tasks.count)
+        var entries: [BrokerEntry] = []
+        // The decoded actions of `entries`, still typed: compared without casts.
+        var actions: [Action?] = []
+        entries.reserveCapacity(tasks.count)
+        actions.reserveCapacity(tasks.count)
         for task in tasks {
             let action = try? decoder.decode(Action.self, from: task.payload)
+            let entry = BrokerEntry(task: task, action: action.map { TypedActionBox($0) }, since: since)
             if task.pause != nil && paused == nil {
-                paused = BrokerEntry(task: task, action: action.map { TypedActionBox($0) }, since: since)
+                paused = entry
             } else {
-                decoded.append((task, action))
+                entries.append(entry)
+                actions.append(action)
             }
         }
-        // Sorted while still typed (no casts per comparison). The standard library's sort is
-        // stable: equal actions keep enqueue order.
-        decoded.sort { lhs, rhs in
-            if let left = lhs.action, let right = rhs.action {
+        // Whether entry `i` runs before entry `j`: by `sort`, then by enqueue order.
+        func runs(_ i: Int, before j: Int) -> Bool {
+            if let left = actions[i], let right = actions[j] {
                 switch left.sort(right) {
                 case .orderedAscending: return true
                 case .orderedDescending: return false
                 case .orderedSame: break
                 }
             }
-            return lhs.task.position < rhs.task.position
+            return entries[i].task.position < entries[j].task.position
         }
-        var entries: [BrokerEntry] = []
-        entries.reserveCapacity(decoded.count + 1)
-        if let paused { entries.append(paused) }
-        for item in decoded {
-            entries.append(BrokerEntry(task: item.task, action: item.action.map { TypedActionBox($0) }, since: since))
+        // Usually already in run order (stored in enqueue order, and most actions sort as equal):
+        // checked with one comparison per pair, and only sorted otherwise (stably: equal actions
+        // keep enqueue order).
+        if entries.indices.dropFirst().contains(where: { runs($0, before: $0 - 1) }) {
+            let order = entries.indices.sorted { runs($0, before: $1) }
+            entries = order.map { entries[$0] }
         }
+        if let paused { entries.insert(paused, at: 0) }
         return entries
     }
 }

@@ -57,8 +57,8 @@ extension BrokerStateMachine {
             markReady(queueName, first: true)
         case .nextHeadExpiry(let queueNames):
             // Unrenewed for too long: those heads are claimed again when their turn comes.
-            for queueName in queueNames where queues[queueName]?.nextClaim?.timer == token {
-                queues[queueName]?.nextClaim = nil
+            for queueName in queueNames {
+                queues[queueName]?.dropNextClaim(startedBy: token)  // in place: a read through the getter copies the queue
             }
         }
     }

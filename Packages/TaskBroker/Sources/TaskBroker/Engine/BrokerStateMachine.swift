@@ -175,6 +175,11 @@ struct BrokerStateMachine {
             return held?.task.pause == nil
         }
 
+        /// Forgets the next head's claim if `token` is the timer that started with it.
+        mutating func dropNextClaim(startedBy token: UInt64) {
+            if nextClaim?.timer == token { nextClaim = nil }
+        }
+
         /// The head after the sticky head, if it may be claimed with the sticky head's outcome.
         /// Mutating only to be called in place (see `isRunnable()`).
         mutating func claimableNext() -> StoredTask? {
