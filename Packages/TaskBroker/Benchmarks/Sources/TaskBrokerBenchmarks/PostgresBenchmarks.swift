@@ -25,25 +25,33 @@ struct PostgresBenchRow {
 let benchLogger = Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })
 
 /// The CPU time (user + system, in clock ticks) of each of the server's processes that
-/// pg_stat_activity lists (backends, checkpointer, WAL writer …), from /proc: the server must run
-/// on this machine.
-func serverCPUTicks(_ admin: PostgresConnection) async throws -> [Int32: Int] {
-    var ticks: [Int32: Int] = [:]
-    for try await pid in try await admin.query("SELECT pid FROM pg_stat_activity", logger: benchLogger).decode(Int32.self) {
+/// pg_stat_activity lists (backends, checkpointer, WAL writer …), by pid, with the process's
+/// kind (`backend_type`), from /proc: the server must run on this machine.
+func serverCPUTicks(_ admin: PostgresConnection) async throws -> [Int32: (kind: String, ticks: Int)] {
+    var ticks: [Int32: (kind: String, ticks: Int)] = [:]
+    let rows = try await admin.query("SELECT pid, coalesce(backend_type, '') FROM pg_stat_activity", logger: benchLogger)
+    for try await (pid, kind) in rows.decode((Int32, String).self) {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
               let close = stat.lastIndex(of: ")") else { continue }
         // After "(comm) " come state (field 3) … utime and stime (fields 14 and 15).
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         guard fields.count > 13, let user = Int(fields[11]), let system = Int(fields[12]) else { continue }
-        ticks[pid] = user + system
+        ticks[pid] = (kind, user + system)
     }
     return ticks
 }
 
-/// The server's CPU time between two samples of ``serverCPUTicks(_:)``, in milliseconds.
-func serverCPUMilliseconds(from before: [Int32: Int], to after: [Int32: Int]) -> Int {
-    let ticks = after.reduce(0) { $0 + $1.value - (before[$1.key] ?? 0) }
-    return ticks * 1000 / max(sysconf(Int32(_SC_CLK_TCK)), 1)
+/// The server's CPU time between two samples of ``serverCPUTicks(_:)``, in milliseconds: in all,
+/// and by kind of process.
+func serverCPUMilliseconds(
+    from before: [Int32: (kind: String, ticks: Int)], to after: [Int32: (kind: String, ticks: Int)]
+) -> (total: Int, byKind: [String: Int]) {
+    let perSecond = max(sysconf(Int32(_SC_CLK_TCK)), 1)
+    var byKind: [String: Int] = [:]
+    for (pid, sample) in after {
+        byKind[sample.kind, default: 0] += (sample.ticks - (before[pid]?.ticks ?? 0)) * 1000 / perSecond
+    }
+    return (byKind.values.reduce(0, +), byKind)
 }
 
 /// A connection of the raw peer loops.
@@ -184,6 +192,9 @@ struct PostgresBenchmarks {
             FROM generate_series(0, \(actionCount - 1)) g
             """))
         try await admin.run(PostgresQuery(unsafeSQL: "VACUUM ANALYZE \(table)"))
+        // Both loops start right after a checkpoint: one that the setup's writes start during the
+        // timed part costs it full-page writes and the checkpointer's CPU, at random.
+        try await admin.run("CHECKPOINT")
         let base = self.base
         var links: [PostgresConnection] = []
         for index in 0..<connections { links.append(try await rawConnection(base, id: 10 + index)) }
@@ -226,7 +237,8 @@ struct PostgresBenchmarks {
         }
         let table = "\"\(schema)\".action"
         let stored = try await admin.count("SELECT count(*) FROM \(table)")
-        try await admin.run(PostgresQuery(unsafeSQL: "VACUUM ANALYZE \(table)"))
+        // Statistics for both tables, as autovacuum keeps them on a server that has been running.
+        try await admin.run(PostgresQuery(unsafeSQL: "VACUUM ANALYZE \(table), \"\(schema)\".queue"))
         let inbox = LineInbox()
         var children: [BenchmarkChild] = []
         for _ in 0..<processes {
@@ -241,6 +253,7 @@ struct PostgresBenchmarks {
                 throw TaskBrokerError(code: .storageFailed, message: "a burn-down worker did not start")
             }
         }
+        try await admin.run("CHECKPOINT")
         let serverCPUBefore = try await serverCPUTicks(admin)
         let start = ContinuousClock.now
         children.forEach { $0.send("go") }
@@ -265,7 +278,7 @@ struct PostgresBenchmarks {
         guard left == 0 else {
             throw TaskBrokerError(code: .storageFailed, message: "the workers stored \(stored) outcomes, but \(left) actions are left")
         }
-        let serverCPU = serverCPUMilliseconds(from: serverCPUBefore, to: try await serverCPUTicks(admin))
+        let (serverCPU, serverCPUByKind) = serverCPUMilliseconds(from: serverCPUBefore, to: try await serverCPUTicks(admin))
         children.forEach { $0.closeInput() }
         var stats: [String] = []
         for _ in 0..<processes {
@@ -296,7 +309,8 @@ struct PostgresBenchmarks {
         stats.append("ran \(handled) handler calls for \(stored) stored actions (\(handled - stored) more than stored); "
             + "finishes refused \(counts["fenced"] ?? 0) outcomes (lease lost) and found \(counts["outdated"] ?? 0) outdated")
         stats.append("\(stored) stored, timed from `go` to the workers' report that every outcome was stored: "
-            + "\(fmt(seconds(elapsed) * 1000)) ms wall, server CPU \(serverCPU) ms")
+            + "\(fmt(seconds(elapsed) * 1000)) ms wall, server CPU \(serverCPU) ms ("
+            + serverCPUByKind.filter { $0.value > 0 }.sorted { $0.value > $1.value }.map { "\($0.key) \($0.value) ms" }.joined(separator: ", ") + ")")
         // What limits it: commits and round trips per 1,000 actions (the raw loop: 10 and 10), and
         // where a worker's time goes (claim, finish and read calls, one cycle at a time).
         let perThousand = { (value: Int) in fmt(Double(value) * 1000 / Double(max(stored, 1))) }

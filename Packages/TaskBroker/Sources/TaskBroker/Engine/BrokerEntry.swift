@@ -33,6 +33,14 @@ struct BrokerOutcome: Sendable {
     }
 }
 
+extension StoredTask {
+    /// Whether `self` is the same version of the same action as `other` (the revision compared
+    /// first: one integer, and it differs between any two saves).
+    func isVersion(of other: StoredTask) -> Bool {
+        revision == other.revision && key == other.key && collection == other.collection
+    }
+}
+
 /// An action's identity: its collection and key.
 struct BrokerActionID: Hashable, Sendable {
     let collection: String

@@ -32,8 +32,8 @@ extension BrokerStateMachine {
         state.waiting = []
         state.head = 0
         var list = entries
-        for entry in entries {
-            state.loadedThrough = max(state.loadedThrough, entry.task.revision)
+        for index in entries.indices {
+            state.loadedThrough = max(state.loadedThrough, entries[index].task.revision)
         }
         if state.inFlight, let held = state.held, let index = list.firstIndex(where: { $0.id == held.id }) {
             if list[index].task.revision == held.task.revision {
@@ -42,11 +42,12 @@ extension BrokerStateMachine {
                 state.held = nil  // replaced behind the broker's back: the run in flight is stale
             }
         }
-        for entry in list {
-            if let other = locations[entry.id], other != queueName {
-                removeEntry(entry.id, revision: nil, into: &out)
+        for index in list.indices {
+            let id = list[index].id
+            if let other = locations[id], other != queueName {
+                removeEntry(id, revision: nil, into: &out)
             }
-            locations[entry.id] = queueName
+            locations[id] = queueName
         }
         if !state.inFlight, state.held == nil, let first = list.first, first.task.pause != nil {
             state.held = first

@@ -46,7 +46,7 @@ extension BrokerStateMachine {
     /// runs): the finish of that action claims it too, so that it starts without a claim.
     mutating func nextHead(of queueName: String) -> StoredTask? {
         guard configuration.claimsHeads, phase == .running else { return nil }
-        return queues[queueName]?.claimableNext() ?? nil
+        return inPlace(queueName) { $0.claimableNext() } ?? nil
     }
 
     /// The queue's head if it may run now; moves the first waiting action to the sticky head.
@@ -208,7 +208,7 @@ extension BrokerStateMachine {
                 reload(queueName, into: &out)
                 continue
             }
-            guard var held = state.held, held.id == BrokerActionID(task), held.task.revision == task.revision else {
+            guard state.holds(task) else {
                 // Deleted or replaced while it ran: the store changed nothing; the new version runs next.
                 queues[queueName] = state
                 out.append(.emit(.discarded(queueName: queueName, key: task.key, collection: task.collection)))
@@ -218,21 +218,19 @@ extension BrokerStateMachine {
             switch outcome.result {
             case .success:
                 state.held = nil
-                locations[held.id] = nil
+                locations[BrokerActionID(task)] = nil
                 // The finish claimed the next head: it starts without a claim if it is still the head
                 // when its turn in the ready line comes (changes may arrive meanwhile).
                 if continued, phase == .running, let next = outcome.next, state.load == nil,
-                   state.head < state.waiting.count, state.waiting[state.head].id == BrokerActionID(next),
-                   state.waiting[state.head].task.revision == next.revision {
+                   state.head < state.waiting.count, state.waiting[state.head].task.isVersion(of: next) {
                     state.nextClaim = Queue.NextClaim(id: BrokerActionID(next), revision: next.revision, timer: 0)
                     continuing.append(queueName)
                 }
                 queues[queueName] = state
                 out.append(.emit(.succeeded(queueName: queueName, key: task.key, collection: task.collection)))
             case .retry, .waitForRestart:
-                held.task.attempts += 1
-                held.task.pause = outcome.pause
-                state.held = held
+                state.held?.task.attempts += 1
+                state.held?.task.pause = outcome.pause
                 if case .until(let date)? = outcome.pause {
                     state.timer = startTimer(.pause(queueName), .until(date), into: &out)
                 }

@@ -58,7 +58,7 @@ extension BrokerStateMachine {
         case .nextHeadExpiry(let queueNames):
             // Unrenewed for too long: those heads are claimed again when their turn comes.
             for queueName in queueNames {
-                queues[queueName]?.dropNextClaim(startedBy: token)  // in place: a read through the getter copies the queue
+                inPlace(queueName) { $0.dropNextClaim(startedBy: token) }
             }
         }
     }
@@ -72,7 +72,7 @@ extension BrokerStateMachine {
 
     /// Puts a queue at the back of the ready line (at its front when `first`) if its head may run.
     mutating func markReady(_ queueName: String, first: Bool = false) {
-        guard !readySet.contains(queueName), queues[queueName]?.isRunnable() == true else { return }
+        guard !readySet.contains(queueName), inPlace(queueName, { $0.isRunnable() }) == true else { return }
         if first {
             if readyHead > 0 {
                 readyHead -= 1
