@@ -200,7 +200,7 @@ public enum TaskStorageConformance: Sendable {
             try expect(try await storage.finish([.completed(saved[0])], owner: "w2") == TaskFinishReport(), "w2's outcome is stored")
             try expect(try await storage.queueNames().isEmpty, "w2 completed it")
         },
-        Check("a finish claims a completed queue's next head: the lease stays with its holder, under a new epoch") { storage in
+        Check("a finish claims a completed queue's next head: the lease stays with its holder, under its epoch") { storage in
             let saved = try await storage.save([
                 task("a", "q1"), task("b", "q1"),  // a completes and claims b
                 task("c", "q2"), task("d", "q2"),  // c completes; d was saved again since: not claimed
