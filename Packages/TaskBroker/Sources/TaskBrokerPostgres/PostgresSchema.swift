@@ -419,12 +419,17 @@ struct PostgresSchema: Sendable {
                     FOR NO KEY UPDATE
                 ) q
             ),
-            leased AS (
-                -- Released; or, kept for the next head with less than `keep` left, extended to a full lease.
-                UPDATE \(queue) q
-                SET expires_at = CASE WHEN h.go_on THEN clock_timestamp() + p_lease_ms * interval '1 millisecond'
-                                      ELSE clock_timestamp() END
-                FROM held h WHERE q.name = h.name AND (NOT h.go_on OR h.short)
+            -- The leases released, and those kept for the next head with less than `keep` left,
+            -- extended to a full lease: each found through the primary key by an array of names (a
+            -- join let the cached plan scan the whole queue table, which keeps a row per queue ever
+            -- used). Already locked by `held`: no statement waits here.
+            released AS (
+                UPDATE \(queue) q SET expires_at = clock_timestamp()
+                WHERE q.name = ANY(ARRAY(SELECT name FROM held WHERE NOT go_on))
+            ),
+            extended AS (
+                UPDATE \(queue) q SET expires_at = clock_timestamp() + p_lease_ms * interval '1 millisecond'
+                WHERE q.name = ANY(ARRAY(SELECT name FROM held WHERE go_on AND short))
             ),
             done AS (
                 DELETE FROM \(action) a USING held o

@@ -98,3 +98,50 @@ struct PostgresLockOrderTests {
         return try await running.value
     }
 }
+
+/// A finish that keeps a queue's lease for its next head leaves the lease's row as it is (locked,
+/// not rewritten) while eleven twelfths of the lease are left, and extends it to a full lease when
+/// less is left; the epoch stays the same either way.
+@Suite(.timeLimit(.minutes(1)))
+struct PostgresKeptLeaseTests {
+    @Test func aKeptLeaseIsExtendedOnlyWhenLessThanElevenTwelfthsOfItIsLeft() async throws {
+        let store = try TestStore(.postgres)
+        let database = try await store.open(leaseDuration: .seconds(60))
+        let storage = database.storage
+        let saved = try await storage.save((0..<4).map { NewTask(key: "a\($0)", collection: "c", queueName: "q", payload: Data()) })
+        #expect(try await storage.claim([saved[0]], owner: "w", leaseDuration: .seconds(60)) == [.granted])
+        let queueTable = "\"\(store.schema)\".queue"
+        /// The lease's epoch, its row version and the seconds it has left.
+        func lease() async throws -> (epoch: Int64, version: String, left: Double) {
+            try await database.write { tx in
+                var row: (Int64, String, Double) = (0, "", 0)
+                let sql = "SELECT epoch, xmin::text, extract(epoch FROM expires_at - clock_timestamp())::float8 FROM \(queueTable) WHERE name = 'q'"
+                for try await value in try await tx.query(PostgresQuery(unsafeSQL: sql)).decode((Int64, String, Double).self) {
+                    row = value
+                }
+                return (row.0, row.1, row.2)
+            }
+        }
+        let claimed = try await lease()
+
+        // Nearly the whole lease is left: the row is not written, the epoch stays.
+        let first = try await storage.finish([.completed(saved[0])], claimingNext: ["q": saved[1]], owner: "w", leaseDuration: .seconds(60))
+        #expect(first.continued == ["q"])
+        let kept = try await lease()
+        #expect(kept.epoch == claimed.epoch && kept.version == claimed.version, "the row was locked, not rewritten")
+
+        // Half the lease is left: the next finish extends it to a full lease, under the same epoch.
+        try await database.write { tx in
+            try await tx.execute(PostgresQuery(unsafeSQL: "UPDATE \(queueTable) SET expires_at = clock_timestamp() + interval '30 seconds' WHERE name = 'q'"))
+        }
+        let second = try await storage.finish([.completed(saved[1])], claimingNext: ["q": saved[2]], owner: "w", leaseDuration: .seconds(60))
+        #expect(second.continued == ["q"])
+        let extended = try await lease()
+        #expect(extended.epoch == claimed.epoch)
+        #expect(extended.left > 55, "extended to a full lease: \(extended.left) s left")
+
+        // The last completion with no next head releases the lease.
+        #expect(try await storage.finish([.completed(saved[2])], claimingNext: [:], owner: "w", leaseDuration: .seconds(60)) == TaskFinishReport())
+        #expect(try await lease().left <= 0, "released")
+    }
+}
