@@ -490,26 +490,19 @@ struct PostgresSchema: Sendable {
     static let entryLimit = 3_000
 
     /// Extends the leases the owner still holds under these epochs; returns the renewed queues.
-    /// The rows are locked in name order first, as the finish function locks them (a renewal that
-    /// updated them in another order deadlocked with a finish under load).
     func renewQuery(queueNames: [String], epochs: [Int64], owner: String, leaseMilliseconds: Int64) -> PostgresQuery {
-        """
-        WITH held AS (
-            SELECT q.name FROM \(unescaped: queue) q
-            JOIN unnest(\(queueNames)::text[], \(epochs)::int8[]) AS l(name, epoch) ON q.name = l.name AND q.epoch = l.epoch
-            WHERE q.owner = \(owner)
-            ORDER BY q.name
-            FOR NO KEY UPDATE OF q
-        )
-        UPDATE \(unescaped: queue) q SET expires_at = clock_timestamp() + \(leaseMilliseconds) * interval '1 millisecond'
-        FROM held WHERE q.name = held.name
-        RETURNING q.name
-        """
+        leaseQuery(queueNames: queueNames, epochs: epochs, owner: owner, expiringInMilliseconds: leaseMilliseconds)
     }
 
-    /// Ends the leases `owner` holds under these epochs now; returns the queues released. Locks in
-    /// name order, as ``renewQuery(queueNames:epochs:owner:leaseMilliseconds:)`` does.
+    /// Ends the leases `owner` holds under these epochs now; returns the queues released.
     func releaseQuery(queueNames: [String], epochs: [Int64], owner: String) -> PostgresQuery {
+        leaseQuery(queueNames: queueNames, epochs: epochs, owner: owner, expiringInMilliseconds: 0)
+    }
+
+    /// Sets the expiry of the leases `owner` holds under these epochs; returns their queues. The
+    /// rows are locked in name order first, as the finish function locks them (a renewal that
+    /// updated them in another order deadlocked with a finish under load).
+    private func leaseQuery(queueNames: [String], epochs: [Int64], owner: String, expiringInMilliseconds milliseconds: Int64) -> PostgresQuery {
         """
         WITH held AS (
             SELECT q.name FROM \(unescaped: queue) q
@@ -518,7 +511,7 @@ struct PostgresSchema: Sendable {
             ORDER BY q.name
             FOR NO KEY UPDATE OF q
         )
-        UPDATE \(unescaped: queue) q SET expires_at = clock_timestamp()
+        UPDATE \(unescaped: queue) q SET expires_at = clock_timestamp() + \(milliseconds) * interval '1 millisecond'
         FROM held WHERE q.name = held.name
         RETURNING q.name
         """
