@@ -23,10 +23,10 @@ struct PostgresCrashTests {
         let store = try TestStore(.postgres)
         let database = try await store.open()
         let queues = 100
-        // 200 actions a queue (20,000). 300 (30,000) kept more kills in a run (the faster broker ends
-        // 20,000 after 5–12), but the restarted workers' startup (reading and decoding every stored
-        // action) then loaded the 2 cores enough that two takeovers in six runs took 3.3 and 3.9 s,
-        // near the bound below.
+        // 200 actions a queue (20,000). Not more to get more kills in a run (the handlers sleep longer
+        // instead: see TaskBrokerCrashHelper): with 30,000, the restarted workers' startup (reading
+        // and decoding every stored action) loaded the 2 cores enough that two takeovers in six runs
+        // took 3.3 and 3.9 s, near the bound below.
         let perQueue = 200
         for chunk in 0..<(perQueue / 10) {
             try await database.save((0..<(queues * 10)).map { offset in
