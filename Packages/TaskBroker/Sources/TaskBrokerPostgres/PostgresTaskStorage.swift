@@ -193,8 +193,10 @@ public final class PostgresTaskStorage: TaskStorage {
                 result[task.queueName, default: []].append(task)
             }
             // In enqueue order (the statement does not sort; rows mostly come in that order already).
-            for queueName in result.keys {
-                result[queueName]?.sort { $0.position < $1.position }
+            // In place, through `values[index]`: sorting through `result[queueName]?` copied every
+            // queue's array, and a profile of reads of 25,600 actions showed the copies (~4 % of its samples).
+            for index in result.values.indices where !result.values[index].isInEnqueueOrder {
+                result.values[index].sort { $0.position < $1.position }
             }
             return result
         }
@@ -537,5 +539,12 @@ extension PostgresConnection {
     /// connection's next statement back).
     func execute(_ query: PostgresQuery, logger: Logger) async throws {
         _ = try await self.query(query, logger: logger).collect()
+    }
+}
+
+extension [StoredTask] {
+    /// Whether the actions are in enqueue (position) order.
+    var isInEnqueueOrder: Bool {
+        indices.dropFirst().allSatisfy { self[$0 - 1].position < self[$0].position }
     }
 }

@@ -145,3 +145,32 @@ struct PostgresKeptLeaseTests {
         #expect(try await lease().left <= 0, "released")
     }
 }
+
+/// A read returns each queue's actions in enqueue order, though PostgreSQL returns rows in the order
+/// it stores them, and a replaced action's new version may be stored after the others.
+@Suite(.timeLimit(.minutes(1)))
+struct PostgresReadOrderTests {
+    @Test func aReadReturnsEachQueueInEnqueueOrderWhereverItsRowsAreStored() async throws {
+        let store = try TestStore(.postgres)
+        let database = try await store.open()
+        let storage = database.storage
+        // Payloads of ~1.9 KB that do not compress: four fill a page, so the new version of "a"
+        // goes to another page, after the others.
+        func payload() -> Data { Data((0..<1_900).map { _ in UInt8.random(in: 0...255) }) }
+        let keys = ["a", "b", "c", "d"]
+        _ = try await storage.save(keys.map { NewTask(key: $0, collection: "c", queueName: "q1", payload: payload()) })
+        _ = try await storage.save([NewTask(key: "a", collection: "c", queueName: "q1", payload: payload())])
+        let stored = try await database.write { tx -> [String] in
+            let sql = "SELECT key FROM \"\(store.schema)\".action ORDER BY ctid"
+            var keys: [String] = []
+            for try await key in try await tx.query(PostgresQuery(unsafeSQL: sql)).decode(String.self) {
+                keys.append(key)
+            }
+            return keys
+        }
+        try #require(stored != keys, "the rows are stored out of enqueue order (else this test proves nothing): \(stored)")
+        let read = try await storage.tasks(inQueues: ["q1"])
+        #expect(read["q1"]?.map(\.key) == keys)
+        #expect(try await storage.tasks(inQueue: "q1").map(\.key) == keys)
+    }
+}
