@@ -262,6 +262,9 @@ struct PostgresBenchmarks {
         // action table on the server while it ran: ~5 % of the server's CPU, on the same 2 cores.)
         var totals: [String: Int] = [:]
         var elapsed = Duration.zero
+        // When each tenth of the outcomes was stored: shows the start (every queue's actions read
+        // and decoded) apart from the run that follows.
+        var marks: [(stored: Int, at: Duration)] = []
         while true {
             guard let line = await inbox.next(startingWith: "applied", timeout: .seconds(60)) else {
                 throw TaskBrokerError(code: .storageFailed, message: "the burn-down stalled: no finish for 60 s, \(totals.values.reduce(0, +)) of \(stored) stored")
@@ -269,7 +272,11 @@ struct PostgresBenchmarks {
             let fields = line.split(separator: " ")
             guard fields.count == 3, let total = Int(fields[2]) else { continue }
             totals[String(fields[1])] = total
-            if totals.values.reduce(0, +) >= stored {
+            let sum = totals.values.reduce(0, +)
+            if sum * 10 >= (marks.count + 1) * stored {
+                marks.append((sum, start.duration(to: .now)))
+            }
+            if sum >= stored {
                 elapsed = start.duration(to: .now)
                 break
             }
@@ -311,6 +318,14 @@ struct PostgresBenchmarks {
         stats.append("\(stored) stored, timed from `go` to the workers' report that every outcome was stored: "
             + "\(fmt(seconds(elapsed) * 1000)) ms wall, server CPU \(serverCPU) ms ("
             + serverCPUByKind.filter { $0.value > 0 }.sorted { $0.value > $1.value }.map { "\($0.key) \($0.value) ms" }.joined(separator: ", ") + ")")
+        // The start apart from the run: each worker reads and decodes every stored action of its
+        // queues before they run, and a queue runs only once it is read.
+        let milliseconds = { (duration: Duration) in fmt(seconds(duration) * 1000) }
+        stats.append("stored by elapsed time: " + marks.map { "\($0.stored) by \(milliseconds($0.at)) ms" }.joined(separator: ", "))
+        if marks.count == 10, seconds(marks[9].at - marks[2].at) > 0 {
+            let rate = Double(marks[9].stored - marks[2].stored) / seconds(marks[9].at - marks[2].at)
+            stats.append("after the first 30 %: \(Int(rate)) actions/s (the first 30 % took \(milliseconds(marks[2].at)) ms)")
+        }
         // What limits it: commits and round trips per 1,000 actions (the raw loop: 10 and 10), and
         // where a worker's time goes (claim, finish and read calls, one cycle at a time).
         let perThousand = { (value: Int) in fmt(Double(value) * 1000 / Double(max(stored, 1))) }
