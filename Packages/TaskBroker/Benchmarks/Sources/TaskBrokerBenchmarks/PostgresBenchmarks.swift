@@ -182,7 +182,7 @@ struct PostgresBenchmarks {
                 for line in stats { print("  \(line)") }
                 pairs.append((ours, raw))
             }
-            let median = pairs.sorted { $0.ours / $0.raw < $1.ours / $1.raw }[pairs.count / 2]
+            let median = pairs.sorted { $0.ours / $0.raw < $1.ours / $1.raw }[(pairs.count - 1) / 2]  // the lower of two middles
             if processes == 1 { rawSingle = median.raw }
             if pairs.count > 1 {
                 print("  \(pairs.count) pairs, ratios \(pairs.map { fmt($0.ours / $0.raw) }.joined(separator: ", ")): the table shows the median pair")
@@ -214,6 +214,7 @@ struct PostgresBenchmarks {
         var links: [PostgresConnection] = []
         for index in 0..<connections { links.append(try await rawConnection(base, id: 10 + index)) }
         let delete = "DELETE FROM \(table) WHERE id IN (SELECT id FROM \(table) ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED) RETURNING id"
+        let serverCPUBefore = try await serverCPUTicks(admin)
         let start = ContinuousClock.now
         let deleted = try await withThrowingTaskGroup(of: Int.self) { group in
             for link in links {
@@ -231,6 +232,8 @@ struct PostgresBenchmarks {
             return total
         }
         let elapsed = start.duration(to: .now)
+        let (serverCPU, _) = serverCPUMilliseconds(from: serverCPUBefore, to: try await serverCPUTicks(admin))
+        print("raw DELETE … SKIP LOCKED loop on \(connections) connection(s): \(fmt(seconds(elapsed) * 1000)) ms wall, server CPU \(fmt(Double(serverCPU) * 1000 / Double(max(actionCount, 1)))) µs per row")
         for link in links { try? await link.close() }
         guard deleted == actionCount else {
             throw TaskBrokerError(code: .storageFailed, message: "the raw loop deleted \(deleted) rows of \(actionCount)")
