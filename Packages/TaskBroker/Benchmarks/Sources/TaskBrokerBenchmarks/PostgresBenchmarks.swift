@@ -143,8 +143,8 @@ struct PostgresBenchmarks {
         try? await bench.admin.close()
     }
 
-    func dropSchemas() async {
-        for schema in schemas {
+    func dropSchemas(_ names: [String]? = nil) async {
+        for schema in names ?? schemas {
             _ = try? await admin.run(PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \"\(schema)\" CASCADE"))
         }
     }
@@ -176,8 +176,13 @@ struct PostgresBenchmarks {
         for processes in processCounts {
             var pairs: [(ours: Double, raw: Double)] = []
             for round in 1...(processes == 1 ? Self.oneProcessRounds : 1) {
+                let created = schemas.count
                 let raw = try await rawBurnDown(connections: processes, round: round)
                 let (ours, stats) = try await burnDown(processes: processes, round: round)
+                // Dropped at once, so that each pair starts on a database like the first pair's
+                // (not on the emptied tables and dead rows of the pairs before).
+                await dropSchemas(Array(schemas[created...]))
+                schemas.removeSubrange(created...)
                 print("burn-down, \(processes) worker process(es): \(fmt(ours)) actions/s; raw DELETE … SKIP LOCKED loop on \(processes) connection(s): \(fmt(raw)) rows/s; ratio \(fmt(ours / raw))")
                 for line in stats { print("  \(line)") }
                 pairs.append((ours, raw))
