@@ -268,7 +268,8 @@ public final class PostgresTaskStorage: TaskStorage {
         let count = outcomes.count
         // Per outcome, by position: the epoch of a lease kept for the next head.
         var kept = [Int64?](repeating: nil, count: count)
-        let report = try await run("store \(count) outcome(s)") { () -> TaskFinishReport in
+        let report = try await runAgainIfAborted("store \(count) outcome(s)") { () -> TaskFinishReport in
+            kept = [Int64?](repeating: nil, count: count)
             let rows = try await client.query(
                 sql.finishQuery(
                     outcomes: outcomes, epochs: leases, nextHeads: nextHeads, owner: owner, origin: origin,
@@ -473,10 +474,13 @@ public final class PostgresTaskStorage: TaskStorage {
 
     /// Runs `body` in one transaction on a pooled connection: committed when it returns, rolled
     /// back when it throws (its error unchanged), with storage errors made typed.
+    /// Runs `body` in a transaction of its own; again when PostgreSQL aborted it to break a
+    /// deadlock (see ``runAgainIfAborted(_:_:)``). Only for this storage's own statements: a
+    /// caller's `write` is never run twice.
     func transaction<T: Sendable>(
         _ what: String, _ body: @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
-        try await run(what) {
+        try await runAgainIfAborted(what) {
             try await client.withConnection { connection in
                 try await Self.inTransaction(connection, logger: logger, body)
             }
@@ -496,6 +500,32 @@ public final class PostgresTaskStorage: TaskStorage {
         }
         try await connection.execute("COMMIT", logger: logger)
         return value
+    }
+
+    /// Runs one of this storage's own operations (``run(_:_:)``), and runs it again, up to three
+    /// times in all, when PostgreSQL aborted it to break a deadlock or a serialization conflict:
+    /// nothing of it was applied, and the transaction it conflicted with goes on. A save that
+    /// replaces running actions in an order opposite to a finish's can deadlock with that finish;
+    /// the caller of either should not see it.
+    func runAgainIfAborted<T>(_ what: String, _ body: () async throws -> T) async throws -> T {
+        var attempt = 1
+        while true {
+            do {
+                return try await run(what, body)
+            } catch let error as TaskBrokerError where attempt < Self.attemptsAfterAborts && Self.wasAborted(error) {
+                logger.notice("PostgreSQL aborted the attempt to \(what) (\(PostgresErrors.reason(error.underlying ?? error))); trying again")
+                attempt += 1
+            }
+        }
+    }
+
+    static let attemptsAfterAborts = 3
+
+    /// Whether PostgreSQL aborted the statement to break a deadlock (40P01) or a serialization
+    /// conflict (40001).
+    static func wasAborted(_ error: TaskBrokerError) -> Bool {
+        guard let error = error.underlying as? PSQLError, let state = error.serverInfo?[.sqlState] else { return false }
+        return state == "40P01" || state == "40001"
     }
 
     /// Runs a storage operation; a PostgreSQL or connection error becomes `storageFailed`.

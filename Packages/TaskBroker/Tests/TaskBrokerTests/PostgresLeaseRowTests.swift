@@ -75,9 +75,11 @@ struct PostgresLockOrderTests {
         var waiting = false
         for _ in 0..<10_000 where !waiting {
             waiting = try await locker.write { tx -> Bool in
+                // Only statements on this test's schema: other tests run at the same time.
                 let sql = """
                     SELECT count(*)::int8 FROM pg_stat_activity
                     WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'
+                      AND position('\(store.schema)' in query) > 0
                     """
                 var count = 0
                 for try await value in try await tx.query(PostgresQuery(unsafeSQL: sql)).decode(Int.self) {
@@ -172,5 +174,95 @@ struct PostgresReadOrderTests {
         let read = try await storage.tasks(inQueues: ["q1"])
         #expect(read["q1"]?.map(\.key) == keys)
         #expect(try await storage.tasks(inQueue: "q1").map(\.key) == keys)
+    }
+}
+
+/// A save that replaces running actions in an order opposite to a finish's can deadlock with that
+/// finish; PostgreSQL then aborts one of the two after `deadlock_timeout` (which one depends on
+/// timing: both were seen). The aborted one is run again, so neither caller sees an error.
+@Suite(.timeLimit(.minutes(1)))
+struct PostgresDeadlockRetryTests {
+    @Test func aSaveAndAFinishThatDeadlockBothGoThrough() async throws {
+        let store = try TestStore(.postgres)
+        let database = try await store.open(leaseDuration: .seconds(30))
+        let storage = database.storage
+        let saved = try await storage.save([
+            NewTask(key: "a", collection: "c", queueName: "q-a", payload: Data("a".utf8)),
+            NewTask(key: "b", collection: "c", queueName: "q-b", payload: Data("b".utf8)),
+        ])
+        #expect(try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30)) == [.granted, .granted])
+        let actionTable = "\"\(store.schema)\".action"
+        let observer = try await store.open()
+        let deadlocksBefore = try await deadlocks(observer)
+        // Another transaction holds a's row, so that the finish waits for it before b's, and the
+        // save (which replaces b, then a) locks b's row and then waits for a's too.
+        let (locked, lockedSignal) = AsyncStream<Void>.makeStream()
+        let (release, releaseSignal) = AsyncStream<Void>.makeStream()
+        let holder = Task {
+            try await observer.write { tx -> Void in
+                try await tx.execute(PostgresQuery(unsafeSQL: "SELECT 1 FROM \(actionTable) WHERE key = 'a' FOR UPDATE"))
+                lockedSignal.yield()
+                for await _ in release { break }
+            }
+        }
+        for await _ in locked { break }
+        let finish = Task { try await storage.finish([.completed(saved[0]), .completed(saved[1])], owner: "w") }
+        try await waitUntil(observer, schema: store.schema, backendsWaitingForALock: 1)
+        let save = Task {
+            try await storage.save([
+                NewTask(key: "b", collection: "c", queueName: "q-b", payload: Data("b2".utf8)),
+                NewTask(key: "a", collection: "c", queueName: "q-a", payload: Data("a2".utf8)),
+            ])
+        }
+        try await waitUntil(observer, schema: store.schema, backendsWaitingForALock: 2)
+        // The finish takes a's row, then waits for b's, which the save holds while it waits for a's.
+        releaseSignal.yield()
+        try await holder.value
+        let resaved = try await save.value
+        #expect(resaved.map(\.key) == ["b", "a"], "the save went through")
+        let report = try await finish.value
+        #expect(report.fenced.isEmpty, "the finish went through, its leases still held: \(report)")
+        #expect(try await storage.tasks(inQueue: "q-a").map(\.payload) == [Data("a2".utf8)])
+        #expect(try await storage.tasks(inQueue: "q-b").map(\.payload) == [Data("b2".utf8)])
+        // The server's count of deadlocks is updated within a second or so of the transaction's end.
+        var deadlocksAfter = deadlocksBefore
+        for _ in 0..<100 where deadlocksAfter == deadlocksBefore {
+            try await Task.sleep(for: .milliseconds(50))
+            deadlocksAfter = try await deadlocks(observer)
+        }
+        #expect(deadlocksAfter > deadlocksBefore, "PostgreSQL broke a deadlock (else this test proves nothing)")
+    }
+
+    /// The server's count of deadlocks in this database.
+    private func deadlocks(_ database: TaskDatabase) async throws -> Int {
+        try await database.write { tx -> Int in
+            _ = try await tx.query("SELECT pg_stat_clear_snapshot()")
+            var count = 0
+            for try await value in try await tx.query("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()").decode(Int.self) {
+                count = value
+            }
+            return count
+        }
+    }
+
+    /// Waits until at least `count` other backends wait for a lock in a statement on `schema`
+    /// (other tests run at the same time).
+    private func waitUntil(_ database: TaskDatabase, schema: String, backendsWaitingForALock count: Int) async throws {
+        var waiting = 0
+        for _ in 0..<10_000 where waiting < count {
+            waiting = try await database.write { tx -> Int in
+                let sql = """
+                    SELECT count(*)::int8 FROM pg_stat_activity
+                    WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'
+                      AND position('\(schema)' in query) > 0
+                    """
+                var waiting = 0
+                for try await value in try await tx.query(PostgresQuery(unsafeSQL: sql)).decode(Int.self) {
+                    waiting = value
+                }
+                return waiting
+            }
+        }
+        try #require(waiting >= count, "\(count) backend(s) wait for a lock")
     }
 }
