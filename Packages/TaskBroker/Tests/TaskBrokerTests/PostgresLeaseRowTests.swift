@@ -41,14 +41,8 @@ struct PostgresLockOrderTests {
     private func whileHoldingQueueA<Result: Sendable>(
         _ operation: @escaping @Sendable (any TaskStorage, [StoredTask]) async throws -> Result
     ) async throws -> Result {
-        let store = try TestStore(.postgres)
-        let database = try await store.open(leaseDuration: .seconds(30))
+        let (store, database, saved) = try await twoRunningActions()
         let storage = database.storage
-        let saved = try await storage.save([
-            NewTask(key: "a", collection: "c", queueName: "q-a", payload: Data("a".utf8)),
-            NewTask(key: "b", collection: "c", queueName: "q-b", payload: Data("b".utf8)),
-        ])
-        #expect(try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30)) == [.granted, .granted])
         let queueTable = "\"\(store.schema)\".queue"
         let locker = try await store.open()
         let (lockedA, lockedASignal) = AsyncStream<Void>.makeStream()
@@ -71,24 +65,7 @@ struct PostgresLockOrderTests {
         }
         for await _ in lockedA { break }
         let running = Task { try await operation(storage, saved) }
-        // Until the server shows the operation waiting for a lock (each look is a round trip).
-        var waiting = false
-        for _ in 0..<10_000 where !waiting {
-            waiting = try await locker.write { tx -> Bool in
-                // Only statements on this test's schema: other tests run at the same time.
-                let sql = """
-                    SELECT count(*)::int8 FROM pg_stat_activity
-                    WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'
-                      AND position('\(store.schema)' in query) > 0
-                    """
-                var count = 0
-                for try await value in try await tx.query(PostgresQuery(unsafeSQL: sql)).decode(Int.self) {
-                    count = value
-                }
-                return count > 0
-            }
-        }
-        try #require(waiting, "the operation waits for the row of q-a")
+        try await waitUntil(locker, schema: store.schema, backendsWaitingForALock: 1)
         tryBSignal.yield()
         var gotB = false
         for await got in answer {
@@ -183,14 +160,8 @@ struct PostgresReadOrderTests {
 @Suite(.timeLimit(.minutes(1)))
 struct PostgresDeadlockRetryTests {
     @Test func aSaveAndAFinishThatDeadlockBothGoThrough() async throws {
-        let store = try TestStore(.postgres)
-        let database = try await store.open(leaseDuration: .seconds(30))
+        let (store, database, saved) = try await twoRunningActions()
         let storage = database.storage
-        let saved = try await storage.save([
-            NewTask(key: "a", collection: "c", queueName: "q-a", payload: Data("a".utf8)),
-            NewTask(key: "b", collection: "c", queueName: "q-b", payload: Data("b".utf8)),
-        ])
-        #expect(try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30)) == [.granted, .granted])
         let actionTable = "\"\(store.schema)\".action"
         let observer = try await store.open()
         let deadlocksBefore = try await deadlocks(observer)
@@ -244,25 +215,39 @@ struct PostgresDeadlockRetryTests {
             return count
         }
     }
+}
 
-    /// Waits until at least `count` other backends wait for a lock in a statement on `schema`
-    /// (other tests run at the same time).
-    private func waitUntil(_ database: TaskDatabase, schema: String, backendsWaitingForALock count: Int) async throws {
-        var waiting = 0
-        for _ in 0..<10_000 where waiting < count {
-            waiting = try await database.write { tx -> Int in
-                let sql = """
-                    SELECT count(*)::int8 FROM pg_stat_activity
-                    WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'
-                      AND position('\(schema)' in query) > 0
-                    """
-                var waiting = 0
-                for try await value in try await tx.query(PostgresQuery(unsafeSQL: sql)).decode(Int.self) {
-                    waiting = value
-                }
-                return waiting
+/// Saves and claims (owner "w") action "a" in queue "q-a" and "b" in "q-b", on a new PostgreSQL
+/// store with 30 s leases.
+func twoRunningActions() async throws -> (TestStore, TaskDatabase, [StoredTask]) {
+    let store = try TestStore(.postgres)
+    let database = try await store.open(leaseDuration: .seconds(30))
+    let storage = database.storage
+    let saved = try await storage.save([
+        NewTask(key: "a", collection: "c", queueName: "q-a", payload: Data("a".utf8)),
+        NewTask(key: "b", collection: "c", queueName: "q-b", payload: Data("b".utf8)),
+    ])
+    #expect(try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30)) == [.granted, .granted])
+    return (store, database, saved)
+}
+
+/// Waits until at least `count` other backends wait for a lock in a statement on `schema`
+/// (other tests run at the same time).
+func waitUntil(_ database: TaskDatabase, schema: String, backendsWaitingForALock count: Int) async throws {
+    var waiting = 0
+    for _ in 0..<10_000 where waiting < count {
+        waiting = try await database.write { tx -> Int in
+            let sql = """
+                SELECT count(*)::int8 FROM pg_stat_activity
+                WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'
+                  AND position('\(schema)' in query) > 0
+                """
+            var waiting = 0
+            for try await value in try await tx.query(PostgresQuery(unsafeSQL: sql)).decode(Int.self) {
+                waiting = value
             }
+            return waiting
         }
-        try #require(waiting >= count, "\(count) backend(s) wait for a lock")
     }
+    try #require(waiting >= count, "\(count) backend(s) wait for a lock")
 }
