@@ -219,7 +219,7 @@ struct PostgresDeadlockRetryTests {
 
 /// Saves and claims (owner "w") action "a" in queue "q-a" and "b" in "q-b", on a new PostgreSQL
 /// store with 30 s leases.
-func twoRunningActions() async throws -> (TestStore, TaskDatabase, [StoredTask]) {
+private func twoRunningActions() async throws -> (TestStore, TaskDatabase, [StoredTask]) {
     let store = try TestStore(.postgres)
     let database = try await store.open(leaseDuration: .seconds(30))
     let storage = database.storage
@@ -233,7 +233,7 @@ func twoRunningActions() async throws -> (TestStore, TaskDatabase, [StoredTask])
 
 /// Waits until at least `count` other backends wait for a lock in a statement on `schema`
 /// (other tests run at the same time).
-func waitUntil(_ database: TaskDatabase, schema: String, backendsWaitingForALock count: Int) async throws {
+private func waitUntil(_ database: TaskDatabase, schema: String, backendsWaitingForALock count: Int) async throws {
     var waiting = 0
     for _ in 0..<10_000 where waiting < count {
         waiting = try await database.write { tx -> Int in
