@@ -473,10 +473,9 @@ public final class PostgresTaskStorage: TaskStorage {
     }
 
     /// Runs `body` in one transaction on a pooled connection: committed when it returns, rolled
-    /// back when it throws (its error unchanged), with storage errors made typed.
-    /// Runs `body` in a transaction of its own; again when PostgreSQL aborted it to break a
-    /// deadlock (see ``runAgainIfAborted(_:_:)``). Only for this storage's own statements: a
-    /// caller's `write` is never run twice.
+    /// back when it throws (its error unchanged), with storage errors made typed; run again when
+    /// PostgreSQL aborted it to break a deadlock (``runAgainIfAborted(_:_:)``). Only for this
+    /// storage's own statements: a caller's `write` is never run twice.
     func transaction<T: Sendable>(
         _ what: String, _ body: @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
