@@ -266,8 +266,9 @@ public final class PostgresTaskStorage: TaskStorage {
         // for the next heads it claims) and the change notifications (four round trips before:
         // BEGIN, the statement, the notifications, COMMIT).
         let count = outcomes.count
-        // Per outcome, by position: the epoch of a lease kept for the next head.
-        var kept = [Int64?](repeating: nil, count: count)
+        // Per outcome, by position: the epoch of a lease kept for the next head (set anew by each
+        // attempt of the statement).
+        var kept: [Int64?] = []
         let report = try await runAgainIfAborted("store \(count) outcome(s)") { () -> TaskFinishReport in
             kept = [Int64?](repeating: nil, count: count)
             let rows = try await client.query(

@@ -43,7 +43,8 @@ struct BrokerEntry: Sendable {
     /// When the broker learned of this version, on the broker's clock.
     var since: Duration { storage.since }
 
-    var id: BrokerActionID { BrokerActionID(task) }
+    /// Read from the stored object itself, not through `task`'s getter (a copy of the whole action).
+    var id: BrokerActionID { BrokerActionID(storage.task) }
 }
 
 /// What became of a run, on its way to the database.
