@@ -126,6 +126,69 @@ struct PostgresKeptLeaseTests {
     }
 }
 
+/// A finish finds every row it touches through an index. With the burn-down benchmark's 1,000
+/// queues, the plan of its lease updates scanned the whole queue table twice at every finish (to
+/// release and to extend leases, also with none to release or extend): ~10 rows per outcome.
+@Suite(.timeLimit(.minutes(1)))
+struct PostgresFinishScanTests {
+    @Test func aFinishFindsEveryRowThroughAnIndex() async throws {
+        let store = try TestStore(.postgres)
+        let database = try await store.open(leaseDuration: .seconds(30))
+        let storage = database.storage
+        let saved = try await storage.save(
+            [("a", "q-a"), ("b", "q-b"), ("b2", "q-b")].map { NewTask(key: $0.0, collection: "c", queueName: $0.1, payload: Data()) }
+        )
+        #expect(try await storage.claim([saved[0], saved[1]], owner: "w", leaseDuration: .seconds(30)) == [.granted, .granted])
+        let schema = "\"\(store.schema)\""
+        // 1,000 queues known, their statistics gathered: the benchmark's burn-down, where the plan
+        // chose to scan the queue table (eleven pages) rather than look up ten names in its index.
+        try await database.write { tx in
+            try await tx.execute(PostgresQuery(unsafeSQL: "INSERT INTO \(schema).queue (name) SELECT 'idle-' || g FROM generate_series(1, 998) g"))
+            try await tx.execute(PostgresQuery(unsafeSQL: "ANALYZE \(schema).queue, \(schema).action"))
+        }
+        // The function as the storage calls it: a completes and its lease is released; b completes
+        // and its lease is kept for b2. The sequential scans of each table are counted before and
+        // after it (the counts also hold this connection's earlier transactions not yet reported).
+        let (kinds, before, after) = try await database.write { tx -> ([Int16], [String: Int64], [String: Int64]) in
+            var epochs: [String: Int64] = [:]
+            for try await (name, epoch) in try await tx.query(
+                PostgresQuery(unsafeSQL: "SELECT name, epoch FROM \(schema).queue")
+            ).decode((String, Int64).self) {
+                epochs[name] = epoch
+            }
+            func scans() async throws -> [String: Int64] {
+                var scans: [String: Int64] = [:]
+                for try await (table, count) in try await tx.query(
+                    PostgresQuery(unsafeSQL: "SELECT relname::text, seq_scan FROM pg_stat_xact_user_tables WHERE schemaname = '\(store.schema)'")
+                ).decode((String, Int64).self) {
+                    scans[table] = count
+                }
+                return scans
+            }
+            let before = try await scans()
+            let finish: PostgresQuery = """
+                SELECT r_kinds FROM \(unescaped: schema).finish(
+                    \(["q-a", "q-b"])::text[], \([epochs["q-a"] ?? -1, epochs["q-b"] ?? -1])::int8[],
+                    \([saved[0].position, saved[1].position])::int8[], \([saved[0].revision, saved[1].revision])::int8[],
+                    \([Int16(0), Int16(0)])::int2[], \([0.0, 0.0])::float8[],
+                    \([Int64(-1), saved[2].position])::int8[], \([Int64(-1), saved[2].revision])::int8[], \([Int32(0), Int32(0)])::int4[],
+                    'w', 30000, 27500, 'test', 'test', 4900, 3000)
+                """
+            var kinds: [Int16] = []
+            for try await value in try await tx.query(finish).decode([Int16].self) {
+                kinds = value
+            }
+            return (kinds, before, try await scans())
+        }
+        // Released q-a (0), kept q-b (1), deleted a and b (2, 2), the count of notifications sent (4).
+        #expect(kinds.sorted() == [0, 1, 2, 2, 4], "the finish did its work: \(kinds)")
+        for table in ["queue", "action"] {
+            #expect(after[table] == before[table], "sequential scans of \(table): \(before[table] ?? -1) before, \(after[table] ?? -1) after")
+        }
+        #expect(try await storage.tasks(inQueues: ["q-a", "q-b"]).mapValues { $0.map(\.key) } == ["q-b": ["b2"]])
+    }
+}
+
 /// A read returns each queue's actions in enqueue order, though PostgreSQL returns rows in the order
 /// it stores them, and a replaced action's new version may be stored after the others.
 @Suite(.timeLimit(.minutes(1)))

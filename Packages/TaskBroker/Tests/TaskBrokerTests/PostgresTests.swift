@@ -272,6 +272,47 @@ struct PostgresTests {
         }
     }
 
+    /// A database that the previous version (2) wrote: its finish function lacks version 3's
+    /// setting (no sequential scans). Opening it migrates it: the function is created anew, the
+    /// stored actions stay, and they still run to completion through the new function.
+    @Test func aSchemaWrittenByTheVersionBeforeIsMigrated() async throws {
+        let store = try TestStore(.postgres)
+        let schema = "\"\(store.schema)\""
+        let old = try await store.open()
+        _ = try await old.storage.save([NewTask(key: "a", collection: "c", queueName: "q", payload: Data())])
+        /// The schema version and the finish function's settings.
+        func state(_ database: TaskDatabase) async throws -> (version: Int64, settings: String) {
+            try await database.write { tx in
+                var state: (Int64, String) = (0, "")
+                let sql = """
+                    SELECT (SELECT value FROM \(schema).meta WHERE name = 'schema_version'),
+                           coalesce(array_to_string(proconfig, ','), '')
+                    FROM pg_proc WHERE oid = '\(schema).finish'::regproc
+                    """
+                for try await row in try await tx.query(PostgresQuery(unsafeSQL: sql)).decode((Int64, String).self) {
+                    state = row
+                }
+                return (state.0, state.1)
+            }
+        }
+        try await old.write { tx in
+            try await tx.execute(PostgresQuery(unsafeSQL: "ALTER FUNCTION \(schema).finish RESET ALL"))
+            try await tx.execute(PostgresQuery(unsafeSQL: "UPDATE \(schema).meta SET value = 2 WHERE name = 'schema_version'"))
+        }
+        let before = try await state(old)
+        try #require(before.version == 2 && before.settings.isEmpty, "set up as version 2 wrote it: \(before)")
+
+        let migrated = try await store.open()
+        let after = try await state(migrated)
+        #expect(after.version == 3)
+        #expect(after.settings == "enable_seqscan=off", "the finish function was created anew: \(after.settings)")
+        let stored = try await migrated.storage.tasks(inQueue: "q")
+        #expect(stored.map(\.key) == ["a"], "the stored action stays")
+        #expect(try await migrated.storage.claim(stored, owner: "w", leaseDuration: .seconds(30)) == [.granted])
+        #expect(try await migrated.storage.finish([.completed(stored[0])], owner: "w") == TaskFinishReport())
+        #expect(try await migrated.storage.tasks(inQueue: "q").isEmpty)
+    }
+
     @Test func manyWorkersStartingAtOnceOnAnEmptySchemaMigrateItOnce() async throws {
         let store = try TestStore(.postgres)
         let databases = try await withThrowingTaskGroup(of: TaskDatabase.self) { group in
