@@ -8,6 +8,9 @@ extension JobQueue {
         @usableFromInline let ticket: UInt64
         @usableFromInline let job: Job
         @usableFromInline var failed = false
+        /// The processor reported success and the job's stored copy is being deleted: a later
+        /// call of the completion (a failure included) is ignored.
+        @usableFromInline var succeeded = false
         @usableFromInline var awaitingStrategy = false
         @usableFromInline var requeued = false
         /// `retry(_:)` stored another job first while this one was processed: this job is no

@@ -28,10 +28,14 @@ extension JobQueue {
             case .start(let job, let ticket, let processor, let persister):
                 if let persister {
                     processor.processJob(job) { [self] _, error in
-                        if error == nil {
+                        if error != nil {
+                            finish(ticket: ticket, error: error)
+                        } else if claimSuccess(ticket: ticket) {
                             didProcess(job, ticket: ticket, persister: persister)
                         } else {
-                            finish(ticket: ticket, error: error)
+                            // The job already failed (and may be queued again) or succeeded:
+                            // deleting its stored copy now would lose it at the next restart.
+                            ignoreExtraCompletion()
                         }
                     }
                 } else {
@@ -72,6 +76,19 @@ extension JobQueue {
         }
     }
 
+    /// Marks the job of `ticket` as succeeded, before its stored copy is deleted: `false` when
+    /// its completion was already called (it failed, or it succeeded and is being deleted).
+    @usableFromInline
+    func claimSuccess(ticket: UInt64) -> Bool {
+        core.withLock { core -> Bool in
+            guard let index = core.inFlight.firstIndex(where: { $0.ticket == ticket }),
+                  !core.inFlight[index].failed, !core.inFlight[index].succeeded
+            else { return false }
+            core.inFlight[index].succeeded = true
+            return true
+        }
+    }
+
     /// Deletes a processed job from the persister, then finishes it. The delete blocks (an
     /// `fsync`, a group-commit wait), so a completion called from a Swift task (an
     /// ``AsyncJobProcessor``'s, on the cooperative pool) hands it to threads of its own.
@@ -95,20 +112,21 @@ extension JobQueue {
         finish(ticket: ticket, error: nil)
     }
 
+    /// Records the outcome of the job of `ticket`: the first call of its completion counts, a later
+    /// one is ignored (and logged). A success that deletes a stored copy comes here after
+    /// ``claimSuccess(ticket:)``, which a failure reported meanwhile does not undo.
     @inlinable
     func finish(ticket: UInt64, error: (any Error)?) {
-        // Counted before the event is recorded, so that whoever hears `.processed` sees the count.
-        if error == nil {
-            metrics.didProcess()
-        }
         let outcome = core.withLock { core -> FinishOutcome in
             guard let index = core.inFlight.firstIndex(where: { $0.ticket == ticket }),
-                  !core.inFlight[index].failed
+                  !core.inFlight[index].failed, error == nil || !core.inFlight[index].succeeded
             else { return .unknown }
             if let error {
                 core.inFlight[index].failed = true
                 core.failures.append(Failure(ticket: ticket, job: core.inFlight[index].job, error: error))
             } else {
+                // Counted before the event is recorded, so that whoever hears `.processed` sees the count.
+                metrics.didProcess()
                 let job = core.inFlight.remove(at: index).job
                 if !core.failureCounts.isEmpty {
                     core.failureCounts[job.id] = nil
@@ -124,11 +142,16 @@ extension JobQueue {
         case .done:
             break
         case .unknown:
-            logger.warning(
-                "A processor called its completion more than once; the extra call is ignored.",
-                metadata: ["queue": "\(name)"]
-            )
+            ignoreExtraCompletion()
         }
+    }
+
+    @usableFromInline
+    func ignoreExtraCompletion() {
+        logger.warning(
+            "A processor called its completion more than once; the extra call is ignored.",
+            metadata: ["queue": "\(name)"]
+        )
     }
 
     @usableFromInline func handle(
@@ -180,16 +203,26 @@ extension JobQueue {
         if wake { schedulePump() }
     }
 
+    /// Deletes each job from the persister. One that fails does not stop the others: each is
+    /// tried, and the failure is reported once, naming the jobs still stored.
     @usableFromInline func delete(_ jobs: [Job], from persister: AnyJobPersister<Job>?, _ what: @autoclosure () -> String) {
         guard let persister else { return }
+        var stillStored: [String] = []
+        var lastError: (any Error)?
         for job in jobs {
             do {
                 try persister.delete(job)
             } catch {
-                persistenceFailed(error, what())
-                return
+                stillStored.append(job.id)
+                lastError = error
             }
         }
+        guard let lastError else { return }
+        let named = stillStored.prefix(10).joined(separator: ", ") + (stillStored.count > 10 ? ", …" : "")
+        persistenceFailed(
+            lastError,
+            jobs.count == 1 ? what() : "\(what()): \(stillStored.count) of them still stored (\(named)), the others deleted"
+        )
     }
 
     @usableFromInline func persistenceFailed(_ error: any Error, _ what: String) {

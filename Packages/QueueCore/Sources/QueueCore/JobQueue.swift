@@ -316,7 +316,9 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
     /// Removes every queued job and deletes each from the persister.
     ///
     /// Jobs already with the processor are not touched. Observers hear one
-    /// ``JobQueueEvent/removed`` with all the drained jobs.
+    /// ``JobQueueEvent/removed`` with all the drained jobs. A job whose delete fails stays stored
+    /// (the others are still deleted); the failure, naming it, is logged and kept in
+    /// ``lastPersistenceError``.
     /// - Returns: The drained jobs, in queue order.
     @discardableResult
     public func drain() -> [Job] {

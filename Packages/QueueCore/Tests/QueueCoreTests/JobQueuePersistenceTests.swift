@@ -1,7 +1,9 @@
+import Foundation
 import AsyncPrimitivesTesting
 import Logging
 import QueueCore
 import QueueCoreTesting
+import Synchronization
 import Testing
 
 @Suite(.timeLimit(.minutes(1)))
@@ -38,6 +40,18 @@ struct JobQueuePersistenceTests {
         queue.add(makeJobs(count: 3))
         queue.drain()
         #expect(persister.jobs.isEmpty)
+    }
+
+    @Test
+    func aDeleteThatFailsDuringADrainLeavesOnlyThatJobStored() {
+        let jobs = makeJobs(count: 3)
+        queue.add(jobs)
+        persister.undeletable = [jobs[0].id]
+        #expect(queue.drain().map(\.id) == jobs.map(\.id))
+        #expect(persister.calls.filter { if case .delete = $0 { true } else { false } } == jobs.map { .delete($0.id) })
+        #expect(persister.storedIDs == [jobs[0].id], "the other drained jobs are deleted")
+        #expect(queue.lastPersistenceError?.code == .persistenceFailed)
+        #expect(queue.lastPersistenceError?.message.contains("1 of them still stored (\(jobs[0].id))") == true)
     }
 
     @Test
@@ -270,6 +284,70 @@ struct JobQueuePersistenceTests {
         #expect(persister.jobs.map(\.action) == ["urgent", "0", "1"], "storage unchanged: every job still stored")
         #expect(queue.drain().map(\.action) == ["0", "urgent", "1"])
         withExtendedLifetime(token) {}
+    }
+}
+
+/// A processor that calls its completion twice: the job's failure is handled (its strategy puts
+/// it back first, still stored) before a late success of the same run arrives.
+@Suite(.timeLimit(.minutes(1)))
+struct JobQueueLateCompletionTests {
+    @Test
+    func aSuccessReportedAfterTheFailureLeavesTheRequeuedJobStored() async {
+        let persister = RecordingPersister()
+        let queue = JobQueue(handling: CuteJob.self, name: "late")
+        queue.persister = AnyJobPersister(persister)
+        let processor = KeptCompletionProcessor()
+        queue.processor = AnyJobProcessor(processor)
+        queue.retryStrategy = StopAndRequeue()
+        let events = EventCollector<String>()
+        let token = queue.observe { _, jobs, event in
+            events.record("\(event) \(jobs.map(\.action).joined())")
+        }
+        let job = makeJobs(count: 1)[0]
+        queue.add([job])
+        queue.start()
+        _ = await processor.started.values(count: 1)
+        await processor.complete(job, error: TestFailure())
+        // The strategy stopped the queue and put the job back first; its stored copy stays.
+        #expect(await events.values(count: 4) == ["added 0", "removed 0", "failedToProcess 0", "added 0"])
+        #expect(persister.storedIDs == [job.id])
+
+        await processor.complete(job, error: nil)
+        #expect(persister.storedIDs == [job.id], "the late success deleted the stored copy of a job still queued")
+        #expect(queue.peek()?.id == job.id)
+        #expect(!persister.calls.contains(.delete(job.id)))
+        withExtendedLifetime(token) {}
+    }
+}
+
+/// Keeps the last job's completion, so that a test can call it more than once.
+private final class KeptCompletionProcessor: JobProcessor, Sendable {
+    let started = EventCollector<String>()
+    private let completion = Mutex<(@Sendable (CuteJob, (any Error)?) -> Void)?>(nil)
+
+    func processJob(_ job: CuteJob, completion: @escaping @Sendable (CuteJob, (any Error)?) -> Void) {
+        self.completion.withLock { $0 = completion }
+        started.record(job.action)
+    }
+
+    /// Calls the kept completion on a thread of its own, outside Swift's tasks: whatever the queue
+    /// does in the call (a delete from the persister included) is done when this returns.
+    func complete(_ job: CuteJob, error: (any Error)?) async {
+        let completion = self.completion.withLock { $0 }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            Thread.detachNewThread {
+                completion?(job, error)
+                continuation.resume()
+            }
+        }
+    }
+}
+
+/// Stops the queue and puts the failed job back first (the seed's `HaltRetryStrategy`).
+private struct StopAndRequeue: JobRetryStrategy {
+    fileprivate func retry<JobType: QueueJob>(job: JobType, failedOnQueue queue: JobQueue<JobType>) {
+        queue.stop()
+        queue.retry(job)
     }
 }
 

@@ -18,6 +18,8 @@ final class RecordingPersister: JobPersister, Sendable {
         var jobs: [CuteJob] = []
         var calls: [Call] = []
         var failing = false
+        /// Jobs whose delete fails, by id.
+        var undeletable: Set<String> = []
     }
 
     private let state: Mutex<State>
@@ -34,6 +36,12 @@ final class RecordingPersister: JobPersister, Sendable {
     var failing: Bool {
         get { state.withLock { $0.failing } }
         set { state.withLock { $0.failing = newValue } }
+    }
+
+    /// Jobs whose delete throws (a bad sector under one file), by id.
+    var undeletable: Set<String> {
+        get { state.withLock { $0.undeletable } }
+        set { state.withLock { $0.undeletable = newValue } }
     }
 
     func persist(_ jobs: [CuteJob]) throws {
@@ -72,7 +80,7 @@ final class RecordingPersister: JobPersister, Sendable {
     func delete(_ job: CuteJob) throws {
         try state.withLock { state in
             state.calls.append(.delete(job.id))
-            if state.failing { throw TestFailure(reason: "disk gone") }
+            if state.failing || state.undeletable.contains(job.id) { throw TestFailure(reason: "disk gone") }
             state.jobs.removeAll { $0.id == job.id }
         }
     }
