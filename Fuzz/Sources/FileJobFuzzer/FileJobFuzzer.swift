@@ -5,7 +5,8 @@ import QueueCoreTesting
 
 // The contract of a job file read by FileBasedPersister.load(): any bytes are a job, an intact
 // job that the type does not decode, or damaged bytes, each with a DecodingError; never a crash.
-// A job that decodes names the id that is read alone, and survives a round trip. Any name of a
+// A job that decodes is named by its own id, which the folder's index reads from the same bytes,
+// and survives a round trip. Any name of a
 // file in the queue folder parses to a sequence and id, or to nothing, and a parsed name is
 // written back to the same name.
 @main
@@ -20,7 +21,9 @@ public func fuzzFileJob(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     let decoder = JSONDecoder()
     switch FileBasedPersister<CuteJob>.classify(data, decoder: decoder) {
     case .job(let id, let job):
-        precondition(id == job.id, "the id read alone (\(id)) is not the job's (\(job.id))")
+        precondition(id == job.id, "the id classified (\(id)) is not the job's (\(job.id))")
+        let indexed = try? FileBasedPersister<CuteJob>.id(from: data)
+        precondition(indexed == job.id, "the id the index reads (\(indexed ?? "none")) is not the job's (\(job.id))")
         do {
             let encoded = try JobCodec.encode(job)
             guard case .job(_, let again) = FileBasedPersister<CuteJob>.classify(encoded, decoder: decoder) else {

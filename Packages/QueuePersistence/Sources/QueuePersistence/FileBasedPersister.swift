@@ -85,7 +85,7 @@ public final class FileBasedPersister<JobType: QueueJob>: JobPersister, Sendable
         }
         // Create the folder now so that it exists; a failure is reported by the first call.
         if case .success(let store) = store {
-            try? store.open(readID: JobCodec.id(from:))
+            try? store.open(readID: Self.id(from:))
         }
     }
 
@@ -140,7 +140,7 @@ public final class FileBasedPersister<JobType: QueueJob>: JobPersister, Sendable
         for job in jobs {
             encoded.append((job.id, try JobCodec.encode(job)))
         }
-        try store.persist(encoded, readID: JobCodec.id(from:))
+        try store.persist(encoded, readID: Self.id(from:))
     }
 
     /// Stores `jobs` durably, in order, before every job already stored; a job whose `id` is
@@ -167,22 +167,22 @@ public final class FileBasedPersister<JobType: QueueJob>: JobPersister, Sendable
         for job in jobs {
             encoded.append((job.id, try JobCodec.encode(job)))
         }
-        try store.persistFirst(encoded, readID: JobCodec.id(from:))
+        try store.persistFirst(encoded, readID: Self.id(from:))
     }
 
     /// Deletes the stored copy of `job`; a job that is not stored is ignored.
     /// - Parameter job: The job to delete (matched by `id`).
     /// - Throws: ``PersistenceError`` (`.storageUnavailable`, `.deleteFailed`).
     public func delete(_ job: JobType) throws {
-        try openStore().delete(id: job.id, readID: JobCodec.id(from:))
+        try openStore().delete(id: job.id, readID: Self.id(from:))
     }
 
     /// Returns every stored job in stored order: the order it was first persisted in, with the
     /// jobs of each ``persistFirst(_:)`` call ahead of every job stored before that call.
     ///
     /// The policy both QueuePersistence persisters share: a file whose bytes are damaged
-    /// (empty, truncated, not JSON, no `id`) is moved to `corrupt/` and reported in
-    /// ``loadIssues`` (`.corruptJob`); a file that is intact but that `JobType` no longer
+    /// (empty, truncated, not JSON, neither a `JobType` nor an `id` key) is moved to `corrupt/`
+    /// and reported in ``loadIssues`` (`.corruptJob`); a file that is intact but that `JobType` no longer
     /// decodes is left in place, untouched, and reported (`.undecodableJob`, with its
     /// ``PersistenceError/jobID`` and the decoding error), and loads again once `JobType`
     /// decodes it; a file that cannot be read (an I/O error) fails the whole load, moving and
@@ -194,7 +194,7 @@ public final class FileBasedPersister<JobType: QueueJob>: JobPersister, Sendable
     public func load() throws -> [JobType] {
         let decoder = JSONDecoder()
         let (jobs, found) = try openStore().load(
-            readID: JobCodec.id(from:),
+            readID: Self.id(from:),
             classify: { (data: Data) in Self.classify(data, decoder: decoder) },
             logger: logger
         )
@@ -204,19 +204,31 @@ public final class FileBasedPersister<JobType: QueueJob>: JobPersister, Sendable
 
     /// What a job file's bytes hold: a job, an intact job that `JobType` does not decode, or
     /// damaged bytes. The fuzz target `FileJobFuzzer` (`Fuzz/`) feeds it arbitrary bytes.
+    ///
+    /// `JobType` decodes the bytes first: a job type that names its id otherwise than `"id"` in
+    /// its coding keys (or codes itself by hand) is still a job. Only bytes that `JobType` does
+    /// not decode are read for an `"id"` key: with one they are an intact job of an older shape,
+    /// without one damaged bytes.
     static func classify(_ data: Data, decoder: JSONDecoder) -> FileJobStore.Found<JobType> {
-        let id: String
-        do {
-            id = try JobCodec.id(from: data)
-        } catch {
-            return .corrupt(error)
-        }
+        let decodingError: any Error
         do {
             let job = try decoder.decode(JobType.self, from: data)
             return .job(id: job.id, job)
         } catch {
-            return .undecodable(id: id, error)
+            decodingError = error
         }
+        do {
+            return .undecodable(id: try JobCodec.id(from: data), decodingError)
+        } catch {
+            return .corrupt(error)
+        }
+    }
+
+    /// The id of the job a file holds: `JobType`'s, or else an `"id"` key's (the store reads it
+    /// for files whose name carries a hash of the id, and to tell a job's file from an older copy).
+    static func id(from data: Data) throws -> String {
+        if let job = try? JSONDecoder().decode(JobType.self, from: data) { return job.id }
+        return try JobCodec.id(from: data)
     }
 
     /// Deletes every stored job of this queue, then calls `completion` with the error, if any.
@@ -224,7 +236,7 @@ public final class FileBasedPersister<JobType: QueueJob>: JobPersister, Sendable
     /// - Parameter completion: Called once, on the calling thread, before `clear` returns.
     public func clear(completion: (@Sendable ((any Error)?) -> Void)?) {
         do {
-            try openStore().clear(readID: JobCodec.id(from:))
+            try openStore().clear(readID: Self.id(from:))
             completion?(nil)
         } catch {
             completion?(error)

@@ -3,6 +3,7 @@ import Foundation
 @testable import QueuePersistence
 import Synchronization
 import Testing
+import QueueCore
 import QueueCoreTesting
 
 @Suite(.timeLimit(.minutes(1)))
@@ -184,6 +185,25 @@ struct FileBasedPersisterTests {
         try reopened.persist([late])
         #expect(try reopened.load() == [jobs[0], jobs[2], late])
         #expect(reopened.loadIssues.isEmpty)
+    }
+
+    /// A job type may name its id otherwise in its JSON: its files are jobs, not damaged bytes.
+    @Test func aJobTypeThatStoresItsIDUnderAnotherKeyLoadsAndDeletes() throws {
+        let directory = try TemporaryDirectory()
+        // The long id's file name carries a hash of it: the folder's index reads the id from the file.
+        let jobs = [RenamedIDJob(id: "a"), RenamedIDJob(id: "b"), RenamedIDJob(id: String(repeating: "long-", count: 60))]
+        try FileBasedPersister(handling: RenamedIDJob.self, queueName: "q", directory: directory.url).persist(jobs)
+        let folder = directory.url.appendingPathComponent("q")
+        try #require(String(decoding: try Data(contentsOf: folder.appendingPathComponent(filesBelow(folder).sorted()[0])), as: UTF8.self)
+            .contains(#""uuid":"a""#), "stored without an \"id\" key")
+
+        let reopened = FileBasedPersister(handling: RenamedIDJob.self, queueName: "q", directory: directory.url)
+        #expect(try reopened.load() == jobs)
+        #expect(reopened.loadIssues.isEmpty)
+        #expect(!filesBelow(folder).contains { $0.hasPrefix("corrupt/") })
+        try reopened.delete(jobs[2])
+        try reopened.delete(jobs[0])
+        #expect(try FileBasedPersister(handling: RenamedIDJob.self, queueName: "q", directory: directory.url).load() == [jobs[1]])
     }
 
     @Test func aTemporaryFileLeftByACrashIsRemovedAndNeverLoaded() throws {
@@ -428,5 +448,17 @@ struct FileBasedPersisterTests {
         let reopened = FileBasedPersister(handling: CuteJob.self, queueName: "q", directory: directory.url)
         #expect(try reopened.load().map(\.id) == ["new", "b", "a"])
         #expect(try reopened.load()[1].action == "moved")
+    }
+}
+
+/// A job whose JSON names its id `uuid`.
+private struct RenamedIDJob: QueueJob, Equatable {
+    var id: String
+    var createdDate = Date(timeIntervalSince1970: 1_000)
+    var data: Data?
+    var action = "renamed"
+
+    enum CodingKeys: String, CodingKey {
+        case id = "uuid", createdDate, data, action
     }
 }
