@@ -27,8 +27,12 @@ public struct SQLiteDatabaseOptions: Sendable, Hashable {
 
     /// How durable a commit is. Defaults to ``Synchronous/full``.
     public var synchronous: Synchronous
-    /// How long a write waits for another process's lock before failing. Defaults to 5 s.
-    public var busyTimeout: Duration
+    /// How long a write waits for another process's lock before failing. Defaults to 5 s. SQLite
+    /// counts it in milliseconds in an `Int32`: anything past about 24 days counts as that, and a
+    /// negative value as zero (also when set after the options were made).
+    public var busyTimeout: Duration {
+        didSet { busyTimeout = Self.clamped(busyTimeout) }
+    }
     /// Whether a missing file is created (the default). When `false`, opening a missing file
     /// fails with ``PersistenceError/Code/databaseNotFound``.
     public var createsMissingFile: Bool
@@ -55,11 +59,16 @@ public struct SQLiteDatabaseOptions: Sendable, Hashable {
         label: String = "QueueKit"
     ) {
         self.synchronous = synchronous
-        // SQLite takes the timeout as an Int32 of milliseconds: clamp, so that no value traps.
-        self.busyTimeout = min(max(busyTimeout, .zero), .milliseconds(Int64(Int32.max)))
+        self.busyTimeout = Self.clamped(busyTimeout)
         self.createsMissingFile = createsMissingFile
         self.createsDirectory = createsDirectory
         self.label = label
+    }
+
+    /// SQLite takes the timeout as an `Int32` of milliseconds (GRDB converts it with a trapping
+    /// conversion): clamped, so that no value traps.
+    private static func clamped(_ timeout: Duration) -> Duration {
+        min(max(timeout, .zero), .milliseconds(Int64(Int32.max)))
     }
 }
 

@@ -43,6 +43,11 @@ struct SQLiteStoreTests {
             path: directory.file("a.sqlite").path, options: .init(busyTimeout: timeout), schema: Self.schema()
         )
         #expect(try Self.writerPragma("busy_timeout", store) == pragma)
+        // Also when set after the options were made (it is a `var`): opening such a store trapped.
+        var options = SQLiteDatabaseOptions()
+        options.busyTimeout = timeout
+        let other = try SQLiteStore(path: directory.file("b.sqlite").path, options: options, schema: Self.schema())
+        #expect(try Self.writerPragma("busy_timeout", other) == pragma)
     }
 
     @Test func migrationsRunOnceAndTheTablesExist() throws {
