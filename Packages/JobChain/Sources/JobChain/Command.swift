@@ -21,6 +21,11 @@ struct Command: Sendable {
     let body: Body
 
     var isMain: Bool { place == .main }
+
+    /// Whether it runs on a custom tagged queue, where it may wait behind other jobs' commands.
+    var isCustom: Bool {
+        if case .custom = place { true } else { false }
+    }
 }
 
 /// A command picked to run, with the attempt number that identifies this try.

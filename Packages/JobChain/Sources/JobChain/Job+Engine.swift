@@ -63,7 +63,7 @@ extension Job {
         core.driving = true
         core.state = .started
         core.attempt &+= 1
-        core.phase = command.delay > .zero ? .delaying(core.attempt) : .running
+        core.phase = command.delay > .zero ? .delaying(core.attempt) : command.isCustom ? .waitingForLane(core.attempt) : .running
         core.steps += [
             .callback(.willStart), .publish(.started), .callback(.didStart),
             .execute(Execution(command: command, attempt: core.attempt)),
@@ -209,7 +209,7 @@ extension Job {
     func delayElapsed(_ execution: Execution) {
         let proceed = core.withLock { core -> Bool in
             guard case .delaying(let attempt) = core.phase, attempt == execution.attempt else { return false }
-            core.phase = .running
+            core.phase = execution.command.isCustom ? .waitingForLane(attempt) : .running
             core.delayTimer = nil
             return true
         }
@@ -236,6 +236,7 @@ extension Job {
             }
         case (.custom(let tag), let body):
             guard let lane = Registry.shared.lane(tag: tag) else {
+                guard beginLaneCommand(execution) else { return }
                 let error = JobChainError(
                     code: .unknownQueue,
                     message: "No custom queue is tagged \"\(tag)\"; add it with Job.addQueue(tag:priority:) before a command uses it, then resume() the job."
@@ -246,6 +247,11 @@ extension Job {
                 return
             }
             lane.submit { done in
+                // Cancelled or suspended while it waited for the lane: it never starts.
+                guard self.beginLaneCommand(execution) else {
+                    done()
+                    return
+                }
                 switch body {
                 case .sync(let body):
                     lane.queue.async {
@@ -261,6 +267,17 @@ extension Job {
                     }
                 }
             }
+        }
+    }
+
+    /// Starts a custom-tag command once its lane is free: `false` when the job dropped it
+    /// meanwhile (`cancel()`) or stopped before it (`suspend()`, then perhaps `resume()`, which
+    /// hands it to the lane again under a new attempt).
+    func beginLaneCommand(_ execution: Execution) -> Bool {
+        core.withLock { core -> Bool in
+            guard case .waitingForLane(let attempt) = core.phase, attempt == execution.attempt else { return false }
+            core.phase = .running
+            return true
         }
     }
 

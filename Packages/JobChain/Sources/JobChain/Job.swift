@@ -83,6 +83,9 @@ open class Job: @unchecked Sendable {
     enum Phase: Sendable {
         case none
         case delaying(UInt64)
+        /// A custom-tag command handed to its tag's queue, which still runs another job's
+        /// command: not started yet, so `cancel()` drops it and `suspend()` stops before it.
+        case waitingForLane(UInt64)
         case running
     }
 
@@ -226,10 +229,13 @@ open class Job: @unchecked Sendable {
                 Self.stop(&core)
             case .started:
                 core.steps += [.publish(.interrupted), .callback(.didInterrupt)]
-                if case .delaying = core.phase {
+                switch core.phase {
+                case .delaying:
                     timer = core.delayTimer
                     Self.stop(&core)
-                } else {
+                case .waitingForLane:
+                    Self.stop(&core)
+                case .none, .running:
                     core.state = .interrupted
                 }
             case .ejected, .stopped, .finished, .interrupted:
@@ -250,7 +256,7 @@ open class Job: @unchecked Sendable {
             switch core.phase {
             case .running:
                 core.commands.removeAllButFirst()
-            case .delaying:
+            case .delaying, .waitingForLane:
                 timer = core.delayTimer
                 core.commands.removeAll()
                 if core.state == .interrupted {

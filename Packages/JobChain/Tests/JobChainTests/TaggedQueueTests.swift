@@ -42,6 +42,60 @@ struct TaggedQueueTests {
         #expect(overlap.overlaps == 0)
     }
 
+    /// A command handed to a tag's queue while another job's command holds it has not started:
+    /// `cancel()` drops it, and the queue goes on with the next job's command.
+    @Test func cancelDropsACommandStillWaitingForItsTag() async throws {
+        let tag = Self.uniqueTag("cancel")
+        Job.addQueue(tag: tag, priority: .utility)
+        defer { Job.removeQueue(tag: tag) }
+        let gate = Gate()
+        let ran = EventCollector<String>()
+        let holder = Job(mode: .auto)
+        holder.doInCustom(tag) {
+            ran.record("holder started")
+            gate.wait()
+        }
+        _ = await ran.values(count: 1)
+        let waiting = Job(mode: .auto)
+        waiting.doInCustom(tag) { ran.record("cancelled") }
+        waiting.cancel()
+        gate.open()
+        try await holder.idle()
+        try await waiting.idle()
+        let later = Job(mode: .auto)
+        later.doInCustom(tag) { ran.record("later") }
+        try await later.idle()
+        #expect(ran.values == ["holder started", "later"])
+    }
+
+    /// `suspend()` stops a job whose command waits for its tag before the command starts;
+    /// `resume()` runs it then, after the commands handed to the tag meanwhile.
+    @Test func suspendStopsBeforeACommandWaitingForItsTagAndResumeRunsIt() async throws {
+        let tag = Self.uniqueTag("suspend")
+        Job.addQueue(tag: tag, priority: .utility)
+        defer { Job.removeQueue(tag: tag) }
+        let gate = Gate()
+        let ran = EventCollector<String>()
+        let holder = Job(mode: .auto)
+        holder.doInCustom(tag) {
+            ran.record("holder started")
+            gate.wait()
+        }
+        _ = await ran.values(count: 1)
+        let waiting = Job(mode: .auto)
+        waiting.doInCustom(tag) { ran.record("suspended") }
+        waiting.suspend()
+        gate.open()
+        try await holder.idle()
+        let later = Job(mode: .auto)
+        later.doInCustom(tag) { ran.record("later") }
+        try await later.idle()
+        #expect(ran.values == ["holder started", "later"], "the suspended job's command did not run")
+        waiting.resume()
+        try await waiting.idle()
+        #expect(ran.values == ["holder started", "later", "suspended"])
+    }
+
     @Test func manyJobsOnOneTagNeverOverlap() async throws {
         let tag = Self.uniqueTag("busy")
         Job.addQueue(tag: tag, priority: .background)
