@@ -249,7 +249,8 @@ open class Job: @unchecked Sendable {
 
     /// Drops every command that has not started; a running command finishes.
     ///
-    /// A command waiting for its `delay:` has not started and is dropped too.
+    /// A command waiting for its `delay:`, or for its custom tag, has not started and is dropped
+    /// too. On a job stopped by a failed command, that command is dropped with its ``error()``.
     public func cancel() {
         let (deliver, timer) = core.withLock { core -> (Bool, JobTimer.Handle?) in
             var timer: JobTimer.Handle?
@@ -266,6 +267,8 @@ open class Job: @unchecked Sendable {
                 }
             case .none:
                 core.commands.removeAll()
+                // The failed command the job stopped on is gone: so is its error.
+                core.error = nil
             }
             core.mainPending = core.commands.count { $0.isMain }
             return (Self.claimDelivery(&core), timer)

@@ -100,6 +100,27 @@ struct LifecycleTests {
         ])
     }
 
+    @Test func cancelOnAJobStoppedByAFailureDropsTheCommandAndItsError() async throws {
+        let ran = EventCollector<String>()
+        let job = Job(mode: .auto)
+        job.doInBackground {
+            throw TestError(name: "failed")
+        }.doInBackground {
+            ran.record("next")
+        }
+        await #expect(throws: TestError(name: "failed")) { try await job.idle() }
+        job.cancel()
+        #expect(job.error() == nil)
+        try await job.idle()
+        #expect(job.state == .stopped)
+        // Resumed, it runs what it is given next, not the dropped commands.
+        job.doInBackground { ran.record("new") }
+        job.resume()
+        try await job.idle()
+        #expect(ran.values == ["new"])
+        #expect(job.error() == nil)
+    }
+
     @Test func suspendWhileACommandRunsInterruptsThenStopsAfterItAndRunsNothingMore() async throws {
         let gate = Gate()
         let done = EventCollector<String>()
