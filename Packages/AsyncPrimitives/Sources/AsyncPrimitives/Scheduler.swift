@@ -202,7 +202,7 @@ enum Scheduler: Sendable {
     @inlinable
     static func schedule<Value>(_ callback: Callback<Value>, with value: Value) {
         guard let queue = callback.queue else {
-            callback.body(value)
+            InlineLoop.run(callback.body, with: value)
             return
         }
         let body = callback.body
@@ -232,7 +232,7 @@ enum Scheduler: Sendable {
         }
         for callback in callbacks {
             guard let queue = callback.queue else {
-                callback.body(value)
+                InlineLoop.run(callback.body, with: value)
                 continue
             }
             let body = callback.body

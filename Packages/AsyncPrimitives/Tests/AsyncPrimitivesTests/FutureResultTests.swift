@@ -285,6 +285,25 @@ struct FutureResultTests {
         await #expect(throws: StepError.step(0)) { try await future.value }
     }
 
+    /// A loop written as recursion (paging, polling, retrying): each step returns the next
+    /// step's future from its `pipe`. The last step's fill passes the value back up through
+    /// every step's future: that ran as nested calls, one per step, and overflowed the stack.
+    @Test func aHundredThousandStepRecursiveResultLoopCompletes() async throws {
+        let queue = DispatchQueue(label: "recursive-result-loop")
+        @Sendable func loop(_ steps: Int) -> FutureResult<Int> {
+            steps == 0 ? FutureResult(value: 0) : FutureResult(value: steps).pipe(upon: queue) { (value: Int) in loop(value - 1) }
+        }
+        #expect(try await loop(100_000).value == 0)
+    }
+
+    @Test func aHundredThousandStepRecursiveLoopCompletes() async {
+        let queue = DispatchQueue(label: "recursive-loop")
+        @Sendable func loop(_ steps: Int) -> Future<Int> {
+            steps == 0 ? Future(value: 0) : Future(value: steps).pipe(upon: queue) { (value: Int) in loop(value - 1) }
+        }
+        #expect(await loop(100_000).value == 0)
+    }
+
     private static func describeLater(_ value: Int) -> FutureResult<String> {
         let deferred = DeferredResult<String>()
         DispatchQueue.global().async { deferred.success(value: "\(value)") }
