@@ -10,8 +10,10 @@ extension FutureResult {
     ///
     /// - Parameters:
     ///   - interval: How long to wait, in seconds. Any value is accepted and clamped with
-    ///     `Duration.clamping(seconds:)`: NaN or negative times out at once, infinity or more
-    ///     than `Duration.clampingLimit` waits that long (in practice, never times out).
+    ///     `Duration.clamping(seconds:)`: NaN or negative times out at once; infinity, or
+    ///     `Duration.clampingLimit` or more, never times out, and starts no timer (a timer
+    ///     would keep the returned future and its handlers for 31 years if this future were
+    ///     dropped unfilled).
     ///   - clock: The clock that measures the interval. Tests pass a manual clock.
     /// - Returns: A future with this future's result or the timeout error.
     public func timeoutAfter(
@@ -20,6 +22,10 @@ extension FutureResult {
     ) -> FutureResult<Value> {
         let next = FutureResult<Value>()
         let duration = Duration.clamping(seconds: interval)
+        guard duration < .clampingLimit else {
+            observe(Callback(queue: nil) { _ = next.complete($0) })
+            return next
+        }
         let timer = Task {
             try await clock.sleep(for: duration)
             _ = next.complete(.failure(AsyncPrimitivesError(

@@ -6,7 +6,7 @@ import Testing
 
 /// Every entry point that takes seconds as a `TimeInterval` accepts any value: the one
 /// policy (``Duration/clamping(seconds:)``) turns NaN and negatives into no wait, and
-/// infinity or huge values into ``Duration/clampingLimit``. `Duration.seconds(_:)` traps on
+/// infinity or huge values into ``Duration/clampingLimit`` (for a timeout: never). `Duration.seconds(_:)` traps on
 /// these, so on the old code each of these tests crashed the test process.
 @Suite(.timeLimit(.minutes(1)))
 struct DurationClampingTests {
@@ -29,7 +29,7 @@ struct DurationClampingTests {
     }
 
     @Test(arguments: hostile)
-    func timeoutAfterAcceptsAnyInterval(_ interval: Double) async {
+    func timeoutAfterAcceptsAnyInterval(_ interval: Double) async throws {
         let clock = ManualClock()
         let source = DeferredResult<Int>()
         let limited = source.timeoutAfter(interval: interval, clock: clock)
@@ -38,13 +38,34 @@ struct DurationClampingTests {
             let error = await #expect(throws: AsyncPrimitivesError.self) { try await limited.value }
             #expect(error?.code == .timedOut)
         } else {
-            await clock.sleepers(atLeast: 1)
-            clock.advance(by: .seconds(1_000_000))
-            #expect(!limited.isFilled)
+            // Infinite and huge intervals never time out, and start no timer: one would keep the
+            // returned future (and what its handlers hold) for 31 years if the source were dropped.
             clock.advance(to: .init(offset: .clampingLimit))
-            let error = await #expect(throws: AsyncPrimitivesError.self) { try await limited.value }
-            #expect(error?.code == .timedOut)
+            #expect(clock.sleeperCount == 0)
+            #expect(!limited.isFilled)
+            source.success(value: 7)
+            #expect(try await limited.value == 7)
         }
+    }
+
+    @Test func aTimeoutLongerThanNeverStartsNoTimerAndKeepsNothingAlive() async {
+        let clock = ManualClock()
+        weak var weakNext: FutureResult<Int>?
+        do {
+            let source = DeferredResult<Int>()
+            let next = source.timeoutAfter(interval: .infinity, clock: clock)
+            weakNext = next
+        }
+        // The source was dropped unfilled: nothing holds the future `timeoutAfter` returned.
+        #expect(weakNext == nil)
+        #expect(clock.sleeperCount == 0)
+        // A finite interval still fails a source that is never filled.
+        let source = DeferredResult<Int>()
+        let limited = source.timeoutAfter(interval: 5, clock: clock)
+        await clock.sleepers(atLeast: 1)
+        clock.advance(by: .seconds(5))
+        let error = await #expect(throws: AsyncPrimitivesError.self) { try await limited.value }
+        #expect(error?.code == .timedOut)
     }
 
     @Test(arguments: hostile)
