@@ -47,19 +47,25 @@ final class GroupCommitWriter<Operation: Sendable>: Sendable {
     private let maximumBatchSize: Int
     private let commit: @Sendable ([Operation]) throws(PersistenceError) -> Void
     private let didEnqueue: (@Sendable (Operation) -> Void)?
+    private let retriesAlone: @Sendable (PersistenceError) -> Bool
     private let commitCount = Atomic<Int>(0)
 
     /// - Parameters:
     ///   - maximumBatchSize: At most this many callers share one commit.
     ///   - didEnqueue: Told each operation as it is queued (for tests).
+    ///   - retriesAlone: Whether a batch that failed with this error is committed again one
+    ///     caller at a time (the error may be one caller's); `false` fails every caller with it
+    ///     (the storage refused the whole transaction: a held lock, a full disk).
     ///   - commit: Applies every operation in one transaction, or none of them.
     init(
         maximumBatchSize: Int,
         didEnqueue: (@Sendable (Operation) -> Void)? = nil,
+        retriesAlone: @escaping @Sendable (PersistenceError) -> Bool = { _ in true },
         commit: @escaping @Sendable ([Operation]) throws(PersistenceError) -> Void
     ) {
         self.maximumBatchSize = max(1, maximumBatchSize)
         self.didEnqueue = didEnqueue
+        self.retriesAlone = retriesAlone
         self.commit = commit
     }
 
@@ -113,14 +119,16 @@ final class GroupCommitWriter<Operation: Sendable>: Sendable {
     }
 
     /// Commits the batch at once; if that fails and it holds several callers, commits each
-    /// alone so that one caller's failure is not everyone's.
+    /// alone so that one caller's failure is not everyone's, unless the error is the storage's
+    /// refusal of any transaction (`retriesAlone`): each commit alone would wait out the same
+    /// lock again, one after another, while every caller blocks.
     private func run(_ batch: [Request]) -> [Result<Void, PersistenceError>] {
         do throws(PersistenceError) {
             commitCount.add(1, ordering: .relaxed)
             try commit(batch.map(\.operation))
             return Array(repeating: .success(()), count: batch.count)
         } catch {
-            guard batch.count > 1 else { return [.failure(error)] }
+            guard batch.count > 1, retriesAlone(error) else { return Array(repeating: .failure(error), count: batch.count) }
             return batch.map { member in
                 do throws(PersistenceError) {
                     commitCount.add(1, ordering: .relaxed)

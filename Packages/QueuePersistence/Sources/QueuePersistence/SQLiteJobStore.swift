@@ -62,7 +62,8 @@ final class SQLiteJobStore: Sendable {
         )
         let pool = store.pool
         self.pool = pool
-        self.writer = GroupCommitWriter(maximumBatchSize: configuration.maximumBatchSize) { operations throws(PersistenceError) in
+        self.writer = GroupCommitWriter(maximumBatchSize: configuration.maximumBatchSize, retriesAlone: Self.retriesAlone) {
+            operations throws(PersistenceError) in
             do {
                 try pool.writeWithoutTransaction { db in
                     try db.inTransaction(.immediate) {
@@ -244,6 +245,20 @@ final class SQLiteJobStore: Sendable {
     }
 
     /// Turns a GRDB or POSIX error into a ``PersistenceError`` a user can act on.
+    /// Whether a batch commit that failed with `error` may work for its callers one at a time:
+    /// not when SQLite refused the transaction whatever it held (another connection's lock, a
+    /// full disk, an I/O error, a read-only or damaged file).
+    static func retriesAlone(_ error: PersistenceError) -> Bool {
+        guard let database = error.underlying as? DatabaseError else { return true }
+        switch database.resultCode {
+        case .SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_FULL, .SQLITE_IOERR, .SQLITE_READONLY, .SQLITE_CANTOPEN,
+            .SQLITE_CORRUPT, .SQLITE_NOTADB, .SQLITE_NOMEM, .SQLITE_PERM:
+            return false
+        default:
+            return true
+        }
+    }
+
     static func translate(_ error: any Error, path: String, action: SQLiteStore.Operation) -> PersistenceError {
         SQLiteStore.translate(error, path: path, owner: "QueuePersistence", during: action)
     }

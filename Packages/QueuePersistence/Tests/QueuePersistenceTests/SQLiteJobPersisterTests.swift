@@ -210,6 +210,60 @@ struct SQLiteJobPersisterTests {
         #expect(results.filter { !$0.1 }.map(\.0) == [3])
     }
 
+    /// Another connection holds the write lock: a batch that waited out its busy timeout fails
+    /// every caller in it at once. Committing each caller alone again waited out the timeout
+    /// once more per caller, while all of them (and every caller after) stayed blocked.
+    @Test func aBatchRefusedByAHeldLockFailsItsCallersWithoutWaitingOncePerCaller() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("held.sqlite").path
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(0.1)
+        let database = try DatabaseQueue(path: path, configuration: configuration)
+        try await database.write { db in try db.execute(sql: "CREATE TABLE t (x INTEGER)") }
+        let holder = try DatabaseQueue(path: path)
+        let locked = EventCollector<Bool>()
+        let unlock = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            try? holder.write { db in
+                try db.execute(sql: "INSERT INTO t VALUES (0)")
+                locked.record(true)
+                unlock.wait()
+            }
+        }
+        _ = await locked.values(count: 1)
+
+        let enqueued = EventCollector<Int>()
+        let release = DispatchSemaphore(value: 0)
+        let first = Mutex(true)
+        let writer = GroupCommitWriter<Int>(
+            maximumBatchSize: 100, didEnqueue: { enqueued.record($0) }, retriesAlone: SQLiteJobStore.retriesAlone
+        ) { (operations: [Int]) throws(QueuePersistence.PersistenceError) in
+            // The first caller's commit waits until every other caller is queued behind it.
+            if first.withLock({ isFirst in defer { isFirst = false }; return isFirst }) { release.wait() }
+            do {
+                try database.write { db in
+                    for operation in operations { try db.execute(sql: "INSERT INTO t VALUES (?)", arguments: [operation]) }
+                }
+            } catch {
+                throw SQLiteJobStore.translate(error, path: path, action: .write)
+            }
+        }
+        let outcomes = EventCollector<Bool>()
+        for operation in 1...8 {
+            if operation == 2 { _ = await enqueued.values(count: 1) }
+            Thread.detachNewThread {
+                outcomes.record((try? writer.submit(operation)) != nil)
+            }
+        }
+        _ = await enqueued.values(count: 8)
+        release.signal()
+        #expect(await outcomes.values(count: 8) == Array(repeating: false, count: 8), "every caller fails while the lock is held")
+        #expect(writer.commits == 2, "the first caller's commit, then one for the seven queued behind it")
+        unlock.signal()
+        try writer.submit(9)
+        #expect(try await database.read { db in try Int.fetchAll(db, sql: "SELECT x FROM t ORDER BY x") } == [0, 9])
+    }
+
     @Test func sixteenThreadsPersistingAtOnceAllLandOnce() async throws {
         let directory = try TemporaryDirectory()
         let persister = try SQLiteJobPersister(handling: CuteJob.self, queueName: "q", path: directory.file("g.sqlite").path)
