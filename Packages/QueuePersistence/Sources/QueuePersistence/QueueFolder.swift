@@ -1,4 +1,11 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Where a queue's files go, and how a queue name becomes one safe folder name.
 enum QueueFolder {
@@ -103,14 +110,28 @@ enum QueueFolder {
 
     /// Whether `folder` belongs to `name`, claiming it when it is new or unowned. A folder that
     /// cannot be created or read counts as `name`'s: the store reports the real error.
+    ///
+    /// The owner file is written whole under a name of its own and then linked into place:
+    /// `link` fails when the owner file exists, so of two queues that claim the folder at once
+    /// (two persisters made on two threads, two processes) exactly one gets it, and the other
+    /// reads its name. Checked, then written (as before), both could claim it and share it.
     private static func claim(_ folder: URL, for name: String) -> Bool {
-        let owner = folder.appendingPathComponent(ownerFile)
-        if let data = FileManager.default.contents(atPath: owner.path) {
+        let owner = folder.appendingPathComponent(ownerFile).path
+        if let data = FileManager.default.contents(atPath: owner) {
             return String(decoding: data, as: UTF8.self) == name
         }
         do {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            try Data(name.utf8).write(to: owner, options: .atomic)
+            // Not named like the store's temporary files: opening the folder (another queue's
+            // store, right now) removes those. A crash between the write and the removal below
+            // leaves this small file behind; nothing reads it.
+            let temporary = folder.appendingPathComponent(ownerFile + ".tmp-" + UUID().uuidString).path
+            try DurableFile.writeNewFile(Data(name.utf8), to: temporary)
+            defer { try? DurableFile.remove(temporary) }
+            if link(temporary, owner) != 0 {
+                guard errno == EEXIST, let data = FileManager.default.contents(atPath: owner) else { return true }
+                return String(decoding: data, as: UTF8.self) == name
+            }
         } catch {
             return true
         }

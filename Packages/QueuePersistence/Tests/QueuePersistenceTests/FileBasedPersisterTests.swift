@@ -94,6 +94,22 @@ struct FileBasedPersisterTests {
         #expect(try dashed.load() == [theirs])
     }
 
+    /// Two such queues opened at the same moment, on two threads: each still gets a folder of
+    /// its own. The folder's owner was checked and then written, so both could claim it.
+    @Test func queuesWhoseNamesDifferOnlyInASpaceOrADashOpenedAtOnceNeverShareAFolder() throws {
+        for _ in 0..<200 {
+            let directory = try TemporaryDirectory()
+            let folders = Mutex<[String: String]>([:])
+            DispatchQueue.concurrentPerform(iterations: 2) { index in
+                let name = index == 0 ? "Upload Queue" : "Upload-Queue"
+                let persister = FileBasedPersister(handling: CuteJob.self, queueName: name, directory: directory.url)
+                folders.withLock { $0[name] = persister.directory?.path }
+            }
+            let paths = folders.withLock { $0 }
+            try #require(paths["Upload Queue"] != paths["Upload-Queue"], "both claimed \(paths["Upload Queue"] ?? "")")
+        }
+    }
+
     @Test func aSafeNamesFolderWrittenByTheEarlierLayoutKeepsItsJobsAndTheirOrder() throws {
         // Lay the folder out as the previous version wrote it: `<root>/<name>/<20-digit
         // sequence>-<id>.job`, each file the job's JSON.
