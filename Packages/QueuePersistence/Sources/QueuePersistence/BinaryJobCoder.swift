@@ -18,6 +18,16 @@ enum BinaryJobCoder {
     static func encode<T: Encodable>(_ value: T) throws -> Data {
         let root = Slot()
         try BinaryEncoder(slot: root, codingPath: []).encodeValue(value)
+        // Refused now rather than stored and set aside as corrupt by the next load.
+        guard fitsDepth(root.node) else {
+            throw EncodingError.invalidValue(
+                value,
+                EncodingError.Context(
+                    codingPath: [],
+                    debugDescription: "Values nested more than \(maximumDepth) levels deep (arrays and keyed containers) cannot be stored"
+                )
+            )
+        }
         var output: [UInt8] = [formatByte]
         output.reserveCapacity(128)
         write(root.node, into: &output)
@@ -29,8 +39,20 @@ enum BinaryJobCoder {
     }
 
     /// The deepest nesting of arrays and maps a stored value may have. Deeper rows are
-    /// refused as corrupt before anything recurses into them.
+    /// refused as corrupt before anything recurses into them, and deeper values are not encoded.
     static let maximumDepth = 256
+
+    /// Whether every value in `node` is nested less than ``maximumDepth`` levels deep (`depth`
+    /// counts the levels above `node`), as ``validate(_:)`` requires of a stored value. Stops
+    /// at the limit, so it recurses no deeper than that.
+    static func fitsDepth(_ node: Node, depth: Int = 0) -> Bool {
+        guard depth < maximumDepth else { return false }
+        switch node {
+        case .array(let array): return array.items.allSatisfy { fitsDepth($0.node, depth: depth + 1) }
+        case .map(let map): return map.entries.allSatisfy { fitsDepth($0.1.node, depth: depth + 1) }
+        default: return true
+        }
+    }
 
     static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
         try validate(bytes)

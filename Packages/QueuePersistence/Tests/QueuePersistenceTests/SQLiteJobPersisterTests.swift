@@ -5,6 +5,7 @@ import GRDB
 @testable import QueuePersistence
 import Synchronization
 import Testing
+import QueueCore
 import QueueCoreTesting
 
 @Suite(.timeLimit(.minutes(1)))
@@ -264,6 +265,20 @@ struct SQLiteJobPersisterTests {
         #expect(try await database.read { db in try Int.fetchAll(db, sql: "SELECT x FROM t ORDER BY x") } == [0, 9])
     }
 
+    /// A job nested deeper than a load accepts is refused by `persist`, not stored to be set
+    /// aside as corrupt (never to run) by the next load.
+    @Test func aJobNestedTooDeepToLoadIsRefusedByPersist() throws {
+        let directory = try TemporaryDirectory()
+        let persister = try SQLiteJobPersister(handling: TreeJob.self, queueName: "q", path: directory.file("deep.sqlite").path)
+        try persister.persist([TreeJob(id: "shallow", depth: 100)])
+        let error = #expect(throws: QueuePersistence.PersistenceError.self) {
+            try persister.persist([TreeJob(id: "deep", depth: 150)])
+        }
+        #expect(error?.code == .encodingFailed)
+        #expect(try persister.load() == [TreeJob(id: "shallow", depth: 100)])
+        #expect(persister.loadIssues.isEmpty)
+    }
+
     @Test func sixteenThreadsPersistingAtOnceAllLandOnce() async throws {
         let directory = try TemporaryDirectory()
         let persister = try SQLiteJobPersister(handling: CuteJob.self, queueName: "q", path: directory.file("g.sqlite").path)
@@ -485,5 +500,25 @@ struct SQLiteJobPersisterTests {
 
         try persister.persistFirst([CuteJob(id: "r"), CuteJob(id: "b", action: "moved")])
         #expect(try persister.load().map(\.id) == ["r", "b", "a"])
+    }
+}
+
+/// A job holding a value nested `depth` levels deep (each level two in the binary format: an
+/// enum case is a keyed container holding another).
+private struct TreeJob: QueueJob, Equatable {
+    indirect enum Tree: Codable, Equatable, Sendable {
+        case leaf
+        case node(Tree)
+    }
+
+    var id: String
+    var createdDate = Date(timeIntervalSince1970: 1_000)
+    var data: Data?
+    var action = "tree"
+    var tree: Tree
+
+    init(id: String, depth: Int) {
+        self.id = id
+        tree = (0..<depth).reduce(Tree.leaf) { tree, _ in .node(tree) }
     }
 }
