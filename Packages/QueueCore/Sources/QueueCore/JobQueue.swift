@@ -213,9 +213,10 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
         let storing = core.withLock { core -> RetryStoring in
             if let index = core.inFlight.firstIndex(where: { $0.awaitingStrategy && !$0.requeued && $0.job.id == job.id }) {
                 core.inFlight[index].requeued = true
+                if core.inFlight[index].overtakenInStorage { return .moveToFront(core.persister) }
                 core.jobs.prepend(job)
                 core.record(.added, job)
-                return core.inFlight[index].overtakenInStorage ? .moveToFront(core.persister) : .none
+                return .none
             }
             return .storeFirst(core.persister)
         }
@@ -224,6 +225,8 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
         case .none:
             return
         case .moveToFront(let requeuedPersister):
+            // Moved in storage first, then queued, as every job is: queued first, a `cancel` or
+            // `drain` meanwhile deleted it, and the move then stored it again.
             do {
                 try requeuedPersister?.persistFirst([job])
             } catch {
@@ -232,6 +235,10 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
                     "move job \(job.id), put back first by its retry strategy, to the front of storage; it is first "
                         + "in memory, but after a restart it runs after the jobs retried while it was processed"
                 )
+            }
+            core.withLock { core in
+                core.jobs.prepend(job)
+                core.record(.added, job)
             }
             return
         case .storeFirst(let storePersister):

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import AsyncPrimitivesTesting
 import Logging
@@ -256,6 +257,43 @@ struct JobQueuePersistenceTests {
         #expect(persister.jobs.map(\.action) == ["0", "urgent", "1"], "storage keeps the order the queue has in memory")
         #expect(persister.calls.last == .persistFirst([jobs[0].id]), "one write moves the requeued job to the front")
         #expect(queue.drain().map(\.action) == ["0", "urgent", "1"])
+        withExtendedLifetime(token) {}
+    }
+
+    /// A `cancel` of the requeued job while the move to the front of storage runs: the job is
+    /// either cancelled (deleted, not queued) or not (queued and stored), never cancelled in
+    /// memory and stored again by the move (it then ran after a restart).
+    @Test
+    func aCancelDuringTheMoveToTheFrontOfStorageLeavesNoCancelledJobStored() async {
+        let processor = HoldingProcessor()
+        queue.processor = AnyJobProcessor(processor)
+        queue.retryStrategy = RequeueAtTheFront()
+        let added = EventCollector<String>()
+        let token = queue.observe { _, jobs, event in
+            if event == .added { jobs.forEach { added.record($0.action) } }
+        }
+        let jobs = makeJobs(count: 2)
+        queue.add(jobs)
+        queue.start()
+        #expect(await processor.started.values(count: 1) == ["0"])
+        queue.stop()
+        queue.retry(CuteJob(action: "urgent"))
+        let moving = EventCollector<String>()
+        let proceed = DispatchSemaphore(value: 0)
+        persister.willPersistFirst = { ids in
+            guard ids == [jobs[0].id] else { return }
+            moving.record(ids[0])
+            proceed.wait()
+        }
+        processor.complete("0", error: TestFailure())
+        _ = await moving.values(count: 1)
+        let cancelled = queue.cancel(id: jobs[0].id)
+        proceed.signal()
+        #expect(await added.values(count: 4).last == "0", "the retry strategy's requeue is recorded")
+        let stored = persister.storedIDs.contains(jobs[0].id)
+        let queued = queue.drain().contains { $0.id == jobs[0].id }
+        #expect(cancelled == nil ? stored && queued : !stored && !queued,
+                "cancelled: \(cancelled != nil), stored: \(stored), queued: \(queued)")
         withExtendedLifetime(token) {}
     }
 

@@ -20,6 +20,8 @@ final class RecordingPersister: JobPersister, Sendable {
         var failing = false
         /// Jobs whose delete fails, by id.
         var undeletable: Set<String> = []
+        /// Called with the ids before `persistFirst` stores anything (outside the lock).
+        var willPersistFirst: (@Sendable ([String]) -> Void)?
     }
 
     private let state: Mutex<State>
@@ -36,6 +38,13 @@ final class RecordingPersister: JobPersister, Sendable {
     var failing: Bool {
         get { state.withLock { $0.failing } }
         set { state.withLock { $0.failing = newValue } }
+    }
+
+    /// Called with the ids before `persistFirst` stores anything, outside the persister's lock
+    /// (a test may hold the call there).
+    var willPersistFirst: (@Sendable ([String]) -> Void)? {
+        get { state.withLock { $0.willPersistFirst } }
+        set { state.withLock { $0.willPersistFirst = newValue } }
     }
 
     /// Jobs whose delete throws (a bad sector under one file), by id.
@@ -61,6 +70,7 @@ final class RecordingPersister: JobPersister, Sendable {
     /// Stores `jobs` ahead of every stored job (a stored id moves to the front); when
     /// `failing`, throws and changes nothing.
     func persistFirst(_ jobs: [CuteJob]) throws {
+        willPersistFirst?(jobs.map(\.id))
         try state.withLock { state in
             state.calls.append(.persistFirst(jobs.map(\.id)))
             if state.failing { throw TestFailure(reason: "disk full") }
