@@ -358,29 +358,6 @@ struct JobQueueLateCompletionTests {
     }
 }
 
-/// Keeps the last job's completion, so that a test can call it more than once.
-private final class KeptCompletionProcessor: JobProcessor, Sendable {
-    let started = EventCollector<String>()
-    private let completion = Mutex<(@Sendable (CuteJob, (any Error)?) -> Void)?>(nil)
-
-    func processJob(_ job: CuteJob, completion: @escaping @Sendable (CuteJob, (any Error)?) -> Void) {
-        self.completion.withLock { $0 = completion }
-        started.record(job.action)
-    }
-
-    /// Calls the kept completion on a thread of its own, outside Swift's tasks: whatever the queue
-    /// does in the call (a delete from the persister included) is done when this returns.
-    func complete(_ job: CuteJob, error: (any Error)?) async {
-        let completion = self.completion.withLock { $0 }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            Thread.detachNewThread {
-                completion?(job, error)
-                continuation.resume()
-            }
-        }
-    }
-}
-
 /// Stops the queue and puts the failed job back first (the seed's `HaltRetryStrategy`).
 private struct StopAndRequeue: JobRetryStrategy {
     fileprivate func retry<JobType: QueueJob>(job: JobType, failedOnQueue queue: JobQueue<JobType>) {
