@@ -42,12 +42,9 @@ struct TaggedQueueTests {
         #expect(overlap.overlaps == 0)
     }
 
-    /// A command handed to a tag's queue while another job's command holds it has not started:
-    /// `cancel()` drops it, and the queue goes on with the next job's command.
-    @Test func cancelDropsACommandStillWaitingForItsTag() async throws {
-        let tag = Self.uniqueTag("cancel")
-        Job.addQueue(tag: tag, priority: .utility)
-        defer { Job.removeQueue(tag: tag) }
+    /// Runs a job whose command holds `tag` until the returned gate opens; returns once it runs
+    /// (it recorded "holder started" in the returned collector).
+    private func holdTag(_ tag: String) async -> (Job, Gate, EventCollector<String>) {
         let gate = Gate()
         let ran = EventCollector<String>()
         let holder = Job(mode: .auto)
@@ -56,6 +53,16 @@ struct TaggedQueueTests {
             gate.wait()
         }
         _ = await ran.values(count: 1)
+        return (holder, gate, ran)
+    }
+
+    /// A command handed to a tag's queue while another job's command holds it has not started:
+    /// `cancel()` drops it, and the queue goes on with the next job's command.
+    @Test func cancelDropsACommandStillWaitingForItsTag() async throws {
+        let tag = Self.uniqueTag("cancel")
+        Job.addQueue(tag: tag, priority: .utility)
+        defer { Job.removeQueue(tag: tag) }
+        let (holder, gate, ran) = await holdTag(tag)
         let waiting = Job(mode: .auto)
         waiting.doInCustom(tag) { ran.record("cancelled") }
         waiting.cancel()
@@ -74,14 +81,7 @@ struct TaggedQueueTests {
         let tag = Self.uniqueTag("suspend")
         Job.addQueue(tag: tag, priority: .utility)
         defer { Job.removeQueue(tag: tag) }
-        let gate = Gate()
-        let ran = EventCollector<String>()
-        let holder = Job(mode: .auto)
-        holder.doInCustom(tag) {
-            ran.record("holder started")
-            gate.wait()
-        }
-        _ = await ran.values(count: 1)
+        let (holder, gate, ran) = await holdTag(tag)
         let waiting = Job(mode: .auto)
         waiting.doInCustom(tag) { ran.record("suspended") }
         waiting.suspend()

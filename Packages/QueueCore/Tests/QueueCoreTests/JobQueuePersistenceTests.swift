@@ -231,12 +231,12 @@ struct JobQueuePersistenceTests {
         withExtendedLifetime(token) {}
     }
 
-    /// Found while fixing `retry(_:)`: a job with the processor kept its stored place when its
-    /// strategy put it back at the front, so a job that `retry(_:)` stored first while it was
-    /// being processed stayed ahead of it in storage, and a restart swapped the two. The
-    /// requeued job is now moved to the front of storage too.
-    @Test
-    func aFailedJobRequeuedAfterAnotherJobWasRetriedIsFirstInStorageToo() async {
+    /// Queues jobs "0" and "1" with a strategy that puts a failed job back first, starts the
+    /// queue until "0" is with the processor, stops it, and retries an "urgent" job, which is
+    /// stored ahead of "0". Returns the processor holding "0", the actions of every `.added`
+    /// event, the observer's token, and the two jobs.
+    private func jobOvertakenInStorageWhileProcessed() async
+        -> (HoldingProcessor, EventCollector<String>, JobQueueNotificationToken<CuteJob>, [CuteJob]) {
         let processor = HoldingProcessor()
         queue.processor = AnyJobProcessor(processor)
         queue.retryStrategy = RequeueAtTheFront()
@@ -249,8 +249,17 @@ struct JobQueuePersistenceTests {
         queue.start()
         #expect(await processor.started.values(count: 1) == ["0"])
         queue.stop()
-        let urgent = CuteJob(action: "urgent")
-        queue.retry(urgent)
+        queue.retry(CuteJob(action: "urgent"))
+        return (processor, added, token, jobs)
+    }
+
+    /// Found while fixing `retry(_:)`: a job with the processor kept its stored place when its
+    /// strategy put it back at the front, so a job that `retry(_:)` stored first while it was
+    /// being processed stayed ahead of it in storage, and a restart swapped the two. The
+    /// requeued job is now moved to the front of storage too.
+    @Test
+    func aFailedJobRequeuedAfterAnotherJobWasRetriedIsFirstInStorageToo() async {
+        let (processor, added, token, jobs) = await jobOvertakenInStorageWhileProcessed()
         processor.complete("0", error: TestFailure())
 
         #expect(await added.values(count: 4) == ["0", "1", "urgent", "0"])
@@ -265,19 +274,7 @@ struct JobQueuePersistenceTests {
     /// memory and stored again by the move (it then ran after a restart).
     @Test
     func aCancelDuringTheMoveToTheFrontOfStorageLeavesNoCancelledJobStored() async {
-        let processor = HoldingProcessor()
-        queue.processor = AnyJobProcessor(processor)
-        queue.retryStrategy = RequeueAtTheFront()
-        let added = EventCollector<String>()
-        let token = queue.observe { _, jobs, event in
-            if event == .added { jobs.forEach { added.record($0.action) } }
-        }
-        let jobs = makeJobs(count: 2)
-        queue.add(jobs)
-        queue.start()
-        #expect(await processor.started.values(count: 1) == ["0"])
-        queue.stop()
-        queue.retry(CuteJob(action: "urgent"))
+        let (processor, added, token, jobs) = await jobOvertakenInStorageWhileProcessed()
         let moving = EventCollector<String>()
         let proceed = DispatchSemaphore(value: 0)
         persister.willPersistFirst = { ids in
@@ -301,19 +298,7 @@ struct JobQueuePersistenceTests {
     /// error is kept, and storage keeps what it had (the job in its old place, nothing lost).
     @Test
     func aRequeuedJobThatCannotBeMovedToTheFrontOfStorageStaysFirstInMemoryAndStored() async {
-        let processor = HoldingProcessor()
-        queue.processor = AnyJobProcessor(processor)
-        queue.retryStrategy = RequeueAtTheFront()
-        let added = EventCollector<String>()
-        let token = queue.observe { _, jobs, event in
-            if event == .added { jobs.forEach { added.record($0.action) } }
-        }
-        let jobs = makeJobs(count: 2)
-        queue.add(jobs)
-        queue.start()
-        #expect(await processor.started.values(count: 1) == ["0"])
-        queue.stop()
-        queue.retry(CuteJob(action: "urgent"))
+        let (processor, added, token, _) = await jobOvertakenInStorageWhileProcessed()
         persister.failing = true
         processor.complete("0", error: TestFailure())
 
