@@ -498,7 +498,19 @@ public final class PostgresTaskStorage: TaskStorage {
             try? await connection.execute("ROLLBACK", logger: logger)
             throw error
         }
-        try await connection.execute("COMMIT", logger: logger)
+        // PostgreSQL answers the COMMIT of a transaction in which a statement failed with a
+        // ROLLBACK, not an error: a body that caught that statement's error would otherwise
+        // return as if everything it did were stored.
+        let commit: EventLoopFuture<PostgresQueryResult> = connection.query("COMMIT", logger: logger)
+        let tag = try await commit.get().metadata.command
+        guard tag == "COMMIT" else {
+            throw TaskBrokerError(
+                code: .storageFailed,
+                message: "PostgreSQL rolled the transaction back (its COMMIT answered \(tag)): a statement in it failed, "
+                    + "and its error was caught inside the transaction. Nothing of it was stored; let the error out of the "
+                    + "transaction (or roll back to a savepoint) and try again."
+            )
+        }
         return value
     }
 

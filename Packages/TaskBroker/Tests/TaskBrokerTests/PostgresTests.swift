@@ -44,6 +44,31 @@ struct PostgresTests {
         #expect(handler.handled.values == ["m2"])
     }
 
+    /// A statement of the caller's transaction fails and the caller catches its error: PostgreSQL
+    /// then rolls the whole transaction back at its COMMIT, without an error. `write` throws
+    /// instead of returning as if the action were stored.
+    @Test func aTransactionRolledBackByAFailedStatementWhoseErrorWasCaughtThrows() async throws {
+        let database = try await TestStore(.postgres).open()
+        let error = await #expect(throws: TaskBrokerError.self) {
+            try await database.write { tx in
+                try await tx.save(TestAction(key: "lost", queueName: "h-q"))
+                _ = try? await tx.execute(PostgresQuery(unsafeSQL: "SELECT 1 / 0"))
+            }
+        }
+        #expect(error?.code == .storageFailed)
+        #expect(error?.message.contains("rolled the transaction back") == true, "\(String(describing: error))")
+        #expect(try await database.snapshot().isEmpty, "nothing of it is stored")
+        // A statement whose failure was undone by rolling back to a savepoint leaves the rest.
+        try await database.write { tx in
+            try await tx.save(TestAction(key: "kept", queueName: "h-q"))
+            try await tx.execute(PostgresQuery(unsafeSQL: "SAVEPOINT risky"))
+            if (try? await tx.execute(PostgresQuery(unsafeSQL: "SELECT 1 / 0"))) == nil {
+                try await tx.execute(PostgresQuery(unsafeSQL: "ROLLBACK TO SAVEPOINT risky"))
+            }
+        }
+        #expect(try await database.storage.tasks(inQueue: "h-q").map(\.key) == ["kept"])
+    }
+
     @Test func manyActionsSavedInOneCallOfTheCallersTransactionRunInOrderAndAKeySavedTwiceIsReplacedInPlace() async throws {
         let store = try TestStore(.postgres)
         let database = try await store.open()
