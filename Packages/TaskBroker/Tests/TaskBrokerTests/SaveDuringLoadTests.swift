@@ -28,6 +28,25 @@ struct SaveDuringLoadTests {
         #expect(try await database.snapshot().isEmpty)
     }
 
+    /// An action saved into a new queue while `setup` lists the stored queues (after the list was
+    /// read, before `setup` returned) runs: the broker listens before it lists them. It listened
+    /// only after, and the save reached no one: the action stayed stored, unrun, until a restart.
+    @Test func anActionSavedIntoANewQueueWhileSetupListsTheQueuesRuns() async throws {
+        let directory = try TemporaryDirectory()
+        let sqlite = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+        let storage = GatedStorage(sqlite.storage, holdingReadsOf: [], holdingQueueNames: true)
+        let database = TaskDatabase(storage: storage)
+        let handler = RecordingHandler<TestAction>()
+        async let settingUp = TaskQueueBroker.setup(database: database, name: "h", handler: handler)
+        #expect(await storage.readsWaiting.values(count: 1) == ["queueNames()"])
+        try await database.save(TestAction(key: "new", queueName: "h-new"))
+        storage.open()
+        let broker = try await settingUp
+        #expect(await handler.handled.values(count: 1) == ["new"])
+        await broker.shutdown()
+        #expect(try await database.snapshot().isEmpty)
+    }
+
     /// Many saves into several queues while the broker loads them: six queues stored before
     /// `setup` (their loads wait until a third of the saves are committed, then race the rest)
     /// and six new ones (each loaded when its first save arrives, racing the saves after it).

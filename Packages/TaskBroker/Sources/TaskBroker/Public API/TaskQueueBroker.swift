@@ -164,9 +164,13 @@ public final class TaskQueueBroker: Service, Sendable {
         database: TaskDatabase, name: String, handler: Handler, configuration: Configuration,
         clock: some Clock<Duration>, isPrefixClaim: Bool, filter: @escaping @Sendable (String) -> Bool
     ) async throws -> TaskQueueBroker {
-        // Registered before the stored queues are listed: a change another process commits from
-        // now on reaches this broker, and one committed before is in the list.
+        // Registered and listening before the stored queues are listed: a change committed from
+        // now on reaches this broker (held until its engine exists), and one committed before is
+        // in the list. Listening only after the list, a save into a new queue committed between
+        // the two reached no one.
         let registration = try await database.register(BrokerClaim(name: name, isPrefixClaim: isPrefixClaim))
+        let early = EarlyChanges()
+        registration.listen { changes in early.deliver(changes) }
         let mine: [String]
         do {
             mine = try await database.storage.queueNames().filter(filter)
@@ -180,8 +184,9 @@ public final class TaskQueueBroker: Service, Sendable {
             name: name, brokerID: registration.brokerID, handler: handler, storage: database.storage,
             registry: database.registry, configuration: configuration, time: time, initialQueues: mine, claimFilter: filter
         )
-        // Listen before loading: a save that lands during the load is applied after it.
-        registration.listen { changes in engine.apply(changes) }
+        // The changes heard so far, then every later one: a save that lands during the load is
+        // applied after it.
+        early.forward { changes in engine.apply(changes) }
         let broker = TaskQueueBroker(
             name: name, database: database, engine: engine, registration: registration,
             shutdownTimeout: configuration.shutdownTimeout, sleep: time.sleep
@@ -357,5 +362,33 @@ final class Driver: Sendable {
             await task.value
         }
         await engine.finished.wait()
+    }
+}
+
+/// The changes a broker hears before its engine exists, in order, then handed to the engine.
+private final class EarlyChanges: Sendable {
+    private let state = Mutex<(held: [[TaskChange]], target: (@Sendable ([TaskChange]) -> Void)?)>(([], nil))
+
+    /// Holds `changes` until ``forward(to:)``, or hands them over at once after it.
+    func deliver(_ changes: [TaskChange]) {
+        let target = state.withLock { state -> (@Sendable ([TaskChange]) -> Void)? in
+            if let target = state.target { return target }
+            state.held.append(changes)
+            return nil
+        }
+        // Outside the lock (the engine decodes the saved actions): a target is set only once the
+        // held changes were handed over.
+        target?(changes)
+    }
+
+    /// Hands the held changes to `target`, in order, then every later one.
+    func forward(_ target: @escaping @Sendable ([TaskChange]) -> Void) {
+        state.withLock { state in
+            for changes in state.held {
+                target(changes)
+            }
+            state.held = []
+            state.target = target
+        }
     }
 }

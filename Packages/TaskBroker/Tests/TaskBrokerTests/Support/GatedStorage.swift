@@ -9,13 +9,17 @@ import TaskBroker
 final class GatedStorage: TaskStorage {
     let base: any TaskStorage
     let heldQueues: Set<String>
-    /// Records the queue name each time a held read starts waiting.
+    /// Whether `queueNames()` is held too, once it has listed the stored queues.
+    let holdsQueueNames: Bool
+    /// Records the queue name each time a held read starts waiting (`"queueNames()"` for a held
+    /// listing of the queues).
     let readsWaiting = EventCollector<String>()
     private let gate = Mutex<(isOpen: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
 
-    init(_ base: any TaskStorage, holdingReadsOf queueNames: Set<String>) {
+    init(_ base: any TaskStorage, holdingReadsOf queueNames: Set<String>, holdingQueueNames: Bool = false) {
         self.base = base
         self.heldQueues = queueNames
+        self.holdsQueueNames = holdingQueueNames
     }
 
     /// Lets every held read (and every later one) through.
@@ -32,24 +36,33 @@ final class GatedStorage: TaskStorage {
 
     func tasks(inQueue queueName: String) async throws -> [StoredTask] {
         if heldQueues.contains(queueName) {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let isOpen = gate.withLock { gate -> Bool in
-                    if !gate.isOpen { gate.waiting.append(continuation) }
-                    return gate.isOpen
-                }
-                if isOpen {
-                    continuation.resume()
-                } else {
-                    readsWaiting.record(queueName)
-                }
-            }
+            await wait(recording: queueName)
         }
         return try await base.tasks(inQueue: queueName)
     }
 
+    /// Waits until the gate opens; records `read` if it had to wait.
+    private func wait(recording read: String) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let isOpen = gate.withLock { gate -> Bool in
+                if !gate.isOpen { gate.waiting.append(continuation) }
+                return gate.isOpen
+            }
+            if isOpen {
+                continuation.resume()
+            } else {
+                readsWaiting.record(read)
+            }
+        }
+    }
+
     func save(_ tasks: [NewTask]) async throws -> [StoredTask] { try await base.save(tasks) }
     func delete(key: String, collection: String) async throws -> StoredTask? { try await base.delete(key: key, collection: collection) }
-    func queueNames() async throws -> [String] { try await base.queueNames() }
+    func queueNames() async throws -> [String] {
+        let names = try await base.queueNames()
+        if holdsQueueNames { await wait(recording: "queueNames()") }
+        return names
+    }
     func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration) async throws -> [TaskClaimResult] {
         try await base.claim(heads, owner: owner, leaseDuration: leaseDuration)
     }
