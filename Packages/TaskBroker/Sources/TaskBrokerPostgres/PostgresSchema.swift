@@ -72,7 +72,8 @@ struct PostgresSchema: Sendable {
             // by position.
             2: ["CREATE UNIQUE INDEX ON \(action) (position)"],
             // Version 3: the finish function plans no sequential scan (its lease updates scanned a
-            // queue table of up to about a thousand rows at every finish).
+            // queue table of up to about a thousand rows at every finish), and a failure count at
+            // its largest stays there instead of failing the finish ("integer out of range").
             3: [],
         ]
     }
@@ -446,7 +447,7 @@ struct PostgresSchema: Sendable {
                 RETURNING o.i, o.go_on, a.queue_name, a.collection, a.key, a.revision
             ),
             failed AS (
-                UPDATE \(action) a SET attempts = a.attempts + 1,
+                UPDATE \(action) a SET attempts = LEAST(a.attempts, 2147483646) + 1,
                     pause_kind = CASE o.kind WHEN 2 THEN 1 WHEN 3 THEN 2 END,
                     pause_until = CASE WHEN o.kind = 2 THEN o.until END
                 FROM held o

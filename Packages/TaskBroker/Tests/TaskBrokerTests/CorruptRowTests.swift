@@ -39,4 +39,58 @@ struct CorruptRowTests {
         }
         #expect(keys == ["a", "b"])
     }
+
+    /// A stored failure count at its largest (a hand edit) neither traps when the action starts
+    /// (its attempt number) nor when it fails again: the count stays at its largest.
+    @Test func anAttemptCountAtItsLargestRunsAndFailsWithoutACrash() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("tasks.sqlite")
+        let database = try await TaskDatabase.sqlite(path: path)
+        try await database.save(TestAction(key: "a", queueName: "h-q"))
+        try await DatabaseQueue(path: path).write { db in
+            try db.execute(sql: "UPDATE taskbroker_action SET attempts = 9223372036854775807")
+        }
+        let handler = CallbackHandler()
+        handler.answer("a", success: false, retryTimeout: -1)
+        let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: handler)
+        let events = EventRecorder(broker)
+        let seen = await events.wait(for: { event in
+            if case .failed = event { true } else { false }
+        })
+        #expect(seen.contains(TaskBrokerEvent.started(queueName: "h-q", key: "a", collection: "actions", attempt: Int.max)))
+        await broker.shutdown()
+        #expect(try await database.snapshot().first?.attempts == Int.max)
+    }
+
+    /// The revision counter at its largest (a hand edit): a save is a typed error, not a trap.
+    @Test func aRevisionCounterAtItsLargestFailsASaveWithACorruptDatabaseError() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("tasks.sqlite")
+        let database = try await TaskDatabase.sqlite(path: path)
+        try await database.save(TestAction(key: "a", queueName: "h-q"))
+        try await DatabaseQueue(path: path).write { db in
+            try db.execute(sql: "UPDATE taskbroker_sequence SET value = 9223372036854775807")
+        }
+        let error = await #expect(throws: TaskBrokerError.self) {
+            try await database.save(TestAction(key: "b", queueName: "h-q"))
+        }
+        #expect(error?.code == .corruptDatabase)
+        #expect(try await database.storage.tasks(inQueue: "h-q").map(\.key) == ["a"])
+    }
+
+    /// Another broker's record with a value of the wrong type: `setup` throws, it does not trap.
+    @Test func aBrokerRecordOfTheWrongTypeFailsSetupWithAnErrorNotACrash() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("tasks.sqlite")
+        let database = try await TaskDatabase.sqlite(path: path)
+        let first = try await TaskQueueBroker.setup(database: database, name: "first", handler: RecordingHandler<TestAction>())
+        await first.shutdown()
+        try await DatabaseQueue(path: path).write { db in
+            try db.execute(sql: "UPDATE taskbroker_broker SET prefix_claim = x'00'")
+        }
+        let reopened = try await TaskDatabase.sqlite(path: path)
+        await #expect(throws: (any Error).self) {
+            _ = try await TaskQueueBroker.setup(database: reopened, name: "second", handler: RecordingHandler<TestAction>())
+        }
+    }
 }

@@ -69,6 +69,23 @@ struct PostgresTests {
         #expect(try await database.storage.tasks(inQueue: "h-q").map(\.key) == ["kept"])
     }
 
+    /// A failure count at its largest (a hand edit) does not make the finish fail with "integer
+    /// out of range" (retried forever, holding back every outcome stored with it): it stays there.
+    @Test func aFailureOfAnActionWhoseAttemptCountIsAtItsLargestIsStored() async throws {
+        let store = try TestStore(.postgres)
+        let database = try await store.open()
+        let storage = database.storage
+        _ = try await storage.save([NewTask(key: "a", collection: "c", queueName: "q", payload: Data())])
+        try await database.write { tx in
+            try await tx.execute(PostgresQuery(unsafeSQL: "UPDATE \"\(store.schema)\".action SET attempts = 2147483647"))
+        }
+        let head = try await storage.tasks(inQueue: "q")
+        #expect(head.map(\.attempts) == [2_147_483_647])
+        #expect(try await storage.claim(head, owner: "w", leaseDuration: .seconds(30)) == [.granted])
+        #expect(try await storage.finish([.failed(head[0], pause: nil)], owner: "w") == TaskFinishReport())
+        #expect(try await storage.tasks(inQueue: "q").map(\.attempts) == [2_147_483_647])
+    }
+
     @Test func manyActionsSavedInOneCallOfTheCallersTransactionRunInOrderAndAKeySavedTwiceIsReplacedInPlace() async throws {
         let store = try TestStore(.postgres)
         let database = try await store.open()

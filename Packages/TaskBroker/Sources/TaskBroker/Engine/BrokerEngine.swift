@@ -372,7 +372,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         let time = self.time
         let metrics = self.metrics
         let committer = self.committer
-        let context = TaskContext(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.attempts + 1)
+        let context = TaskContext(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.nextAttempt)
         return { launch in
             let result = await handle(action, context)
             metrics.handleDuration.recordNanoseconds(max(0, (time.elapsed() - now).nanoseconds))

@@ -69,6 +69,12 @@ struct BrokerOutcome: Sendable {
 }
 
 extension StoredTask {
+    /// The number of the next attempt: `attempts + 1`, or `Int.max` for a count that cannot grow
+    /// (a stored count is whatever the file says: it must not trap).
+    var nextAttempt: Int {
+        attempts < Int.max ? attempts + 1 : Int.max
+    }
+
     /// Whether `self` is the same version of the same action as `other` (the revision compared
     /// first: one integer, and it differs between any two saves).
     func isVersion(of other: StoredTask) -> Bool {

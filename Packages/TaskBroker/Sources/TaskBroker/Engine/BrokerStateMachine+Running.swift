@@ -81,7 +81,7 @@ extension BrokerStateMachine {
         runs.reserveCapacity(picks.count)
         for pick in picks {
             let task = pick.task
-            out.append(.emit(.started(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.attempts + 1)))
+            out.append(.emit(.started(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.nextAttempt)))
             if pick.action == nil {
                 // It cannot run: pause its queue until restarted, durably.
                 out.append(.emit(.undecodable(queueName: task.queueName, key: task.key, collection: task.collection)))
@@ -229,7 +229,7 @@ extension BrokerStateMachine {
                 queues[queueName] = state
                 out.append(.emit(.succeeded(queueName: queueName, key: task.key, collection: task.collection)))
             case .retry, .waitForRestart:
-                state.held?.task.attempts += 1
+                if let held = state.held { state.held?.task.attempts = held.task.nextAttempt }
                 state.held?.task.pause = outcome.pause
                 if case .until(let date)? = outcome.pause {
                     state.timer = startTimer(.pause(queueName), .until(date), into: &out)

@@ -57,7 +57,7 @@ extension SQLiteTaskStorage {
                 completed.append(task)
             case .failed(let task, let pause):
                 let (kind, until) = columns(for: pause)
-                try fail.execute(arguments: [task.attempts + 1, kind, until, task.collection, task.key, task.revision])
+                try fail.execute(arguments: [task.nextAttempt, kind, until, task.collection, task.key, task.revision])
             }
         }
         var count = try logged ?? Int.fetchOne(db, sql: "SELECT count(*) FROM taskbroker_done") ?? 0

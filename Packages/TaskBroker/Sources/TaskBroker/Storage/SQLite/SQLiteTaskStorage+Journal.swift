@@ -78,7 +78,8 @@ extension SQLiteTaskStorage {
                     arguments: [claim.name, claim.isPrefixClaim]
                 )
                 return try Row.fetchAll(db, sql: "SELECT name, prefix_claim FROM taskbroker_broker WHERE name <> ?", arguments: [claim.name])
-                    .map { BrokerClaim(name: $0[0], isPrefixClaim: $0[1]) }
+                    // Throwing reads: GRDB's subscripts trap on a value of another type in the file.
+                    .map { BrokerClaim(name: try $0.decode(atIndex: 0), isPrefixClaim: try $0.decode(atIndex: 1)) }
             }
         }
     }

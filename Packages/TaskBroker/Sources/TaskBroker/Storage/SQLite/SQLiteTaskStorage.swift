@@ -237,6 +237,13 @@ final class SQLiteTaskStorage: TaskStorage {
             RETURNING position
             """)
         for task in tasks {
+            guard sequence < Int64.max else {
+                throw TaskBrokerError(
+                    code: .corruptDatabase,
+                    message: "The database's revision counter (taskbroker_sequence) is at its largest value and cannot "
+                        + "number another save: the file was changed outside TaskBroker. Restore it from a backup."
+                )
+            }
             sequence += 1
             let position = try Int64.fetchOne(
                 statement,
