@@ -7,7 +7,8 @@ public enum TaskResult: Sendable, Hashable {
     /// The action is done: the broker deletes it and moves on to the next one.
     case success
     /// The action failed: the broker pauses its queue and runs the same action again after
-    /// `after` (at once for `.zero`).
+    /// `after` (at once for `.zero` or a negative duration: to wait for a restart, as the seed's
+    /// negative `retryTimeout` does, return ``waitForRestart``).
     case retry(after: Duration)
     /// The action failed: its queue stays paused, across restarts, until
     /// ``TaskQueueBroker/restartQueues(_:)`` resumes it.
