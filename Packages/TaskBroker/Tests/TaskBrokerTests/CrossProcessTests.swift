@@ -8,6 +8,33 @@ import Testing
 /// Brokers and writers in different processes on one SQLite file, with real processes.
 @Suite(.timeLimit(.minutes(1)))
 struct CrossProcessTests {
+    /// Another process deletes a running action (its change reaches this process through the
+    /// file's journal, here not at all), and the run fails: nothing is stored for it, and the
+    /// broker does not keep the deleted action as its queue's head to run it again (with a retry
+    /// at once, in a loop), but discards it and reads the queue again.
+    @Test func aFailedActionThatAnotherProcessDeletedWhileItRanIsNotRunAgain() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("tasks.sqlite")
+        let database = try await TaskDatabase.sqlite(path: path)
+        let handler = SteppedHandler()
+        let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: handler)
+        let events = EventRecorder(broker)
+        try await database.save([
+            VersionedAction(key: "a", queueName: "h-q", version: 1), VersionedAction(key: "b", queueName: "h-q", version: 1),
+        ])
+        _ = await handler.runs.values(count: 1)
+        try await DatabaseQueue(path: path).write { db in
+            try db.execute(sql: "DELETE FROM taskbroker_action WHERE key = 'a'")
+        }
+        handler.finish("h-q", with: .retry(after: .zero))
+        #expect(await handler.runs.values(count: 2).map(\.key) == ["a", "b"], "the deleted action did not run again")
+        handler.finish("h-q", with: .success)
+        let seen = await events.wait(for: { $0.isSuccess("b") })
+        #expect(seen.contains(.discarded(queueName: "h-q", key: "a", collection: BrokerModel.collection)))
+        await broker.shutdown()
+        #expect(try await database.snapshot().isEmpty)
+    }
+
     @Test func aSaveFromAnotherProcessStartsOnAnIdleBroker() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("tasks.sqlite")

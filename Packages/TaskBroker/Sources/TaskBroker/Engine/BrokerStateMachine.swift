@@ -64,8 +64,8 @@ struct BrokerStateMachine {
         /// flight was not stored; read the queues again.
         case leaseLost([String])
         /// The actions in flight in these queues were deleted or replaced in storage before their
-        /// outcome was stored (shared backends; the change itself is still on its way): nothing was
-        /// stored for them; read the queues again.
+        /// outcome was stored (by another process: the change itself may still be on its way):
+        /// nothing was stored for them; read the queues again.
         case outdated([String])
         /// Stop taking actions; finish once the running ones are stored.
         case shutdown

@@ -55,7 +55,9 @@ final class SQLiteOutcomeCommitter: OutcomeCommitter {
         Thread.detachNewThread {
             while let batch = queue.popAll() {
                 do {
-                    try storage.finishBlocking(batch.map(\.stored))
+                    let report = try storage.finishBlocking(batch.map(\.stored))
+                    // Deleted or replaced (by another process) while it ran: nothing was stored.
+                    if !report.outdated.isEmpty { mailbox.post(.outdated(report.outdated.sorted())) }
                     mailbox.post(.stored(batch))
                 } catch {
                     mailbox.post(.storeFailed(batch, message: "\(error)"))

@@ -155,8 +155,9 @@ public protocol TaskStorage: Sendable {
     /// - Parameters:
     ///   - outcomes: What became of each action.
     ///   - owner: The broker that ran them.
-    /// - Returns: Which outcomes were not stored, and why (a backend that learns of changes only
-    ///   through this process, like the embedded one, may report nothing).
+    /// - Returns: Which outcomes were not stored, and why. A backend may leave out a completion
+    ///   whose action was gone (the embedded one does), but not a failure: a broker keeps a failed
+    ///   action as its queue's head, and would run an action deleted by another process again.
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`; nothing is stored then.
     @discardableResult
     func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> TaskFinishReport

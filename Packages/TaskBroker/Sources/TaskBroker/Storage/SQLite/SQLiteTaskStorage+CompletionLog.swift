@@ -12,22 +12,26 @@ extension SQLiteTaskStorage {
     /// burn-down benchmark (4,096 gave about 15% less).
     static let compactionThreshold = 16_384
 
-    func commit(_ outcomes: [TaskOutcome]) async throws {
+    /// - Returns: The queues whose failed action was no longer stored as it ran (see ``finish(_:logged:in:)``).
+    func commit(_ outcomes: [TaskOutcome]) async throws -> Set<String> {
         let known = loggedCompletions.withLock { $0 }
         do {
-            let logged = try await pool.write { db in try Self.finish(outcomes, logged: known, in: db) }
+            let (logged, outdated) = try await pool.write { db in try Self.finish(outcomes, logged: known, in: db) }
             loggedCompletions.withLock { $0 = logged }
+            return outdated
         } catch {
             loggedCompletions.withLock { $0 = nil }
             throw error
         }
     }
 
-    func commitBlocking(_ outcomes: [TaskOutcome]) throws {
+    /// - Returns: The queues whose failed action was no longer stored as it ran (see ``finish(_:logged:in:)``).
+    func commitBlocking(_ outcomes: [TaskOutcome]) throws -> Set<String> {
         let known = loggedCompletions.withLock { $0 }
         do {
-            let logged = try pool.write { db in try Self.finish(outcomes, logged: known, in: db) }
+            let (logged, outdated) = try pool.write { db in try Self.finish(outcomes, logged: known, in: db) }
             loggedCompletions.withLock { $0 = logged }
+            return outdated
         } catch {
             loggedCompletions.withLock { $0 = nil }
             throw error
@@ -38,13 +42,17 @@ extension SQLiteTaskStorage {
     ///
     /// - Parameters:
     ///   - logged: How many completions the log held before, if known.
-    /// - Returns: How many it holds after.
-    static func finish(_ outcomes: [TaskOutcome], logged: Int?, in db: Database) throws -> Int {
+    /// - Returns: How many completions the log holds after, and the queues of failures whose
+    ///   action is no longer stored in the revision that ran (deleted or replaced, by another
+    ///   process say): nothing was stored for them, and a broker that kept the action as its
+    ///   queue's head would run it again.
+    static func finish(_ outcomes: [TaskOutcome], logged: Int?, in db: Database) throws -> (logged: Int, outdated: Set<String>) {
         // A success appends to the completion log: whether the revision is still stored does not
         // matter (a logged revision that is gone or replaced is simply never read). Successes go
         // in multi-row INSERTs of up to `logChunk` rows: one statement run per chunk.
         var completed: [StoredTask] = []
         completed.reserveCapacity(outcomes.count)
+        var outdated: Set<String> = []
         // The attempt count is written as a value, not incremented: storing the same outcome twice
         // (a commit retried after a failure whose fate was unknown) counts it once.
         let fail = try db.cachedStatement(sql: """
@@ -58,6 +66,7 @@ extension SQLiteTaskStorage {
             case .failed(let task, let pause):
                 let (kind, until) = columns(for: pause)
                 try fail.execute(arguments: [task.nextAttempt, kind, until, task.collection, task.key, task.revision])
+                if db.changesCount == 0 { outdated.insert(task.queueName) }
             }
         }
         var count = try logged ?? Int.fetchOne(db, sql: "SELECT count(*) FROM taskbroker_done") ?? 0
@@ -75,9 +84,9 @@ extension SQLiteTaskStorage {
             count += db.changesCount
             start = end
         }
-        guard count >= compactionThreshold else { return count }
+        guard count >= compactionThreshold else { return (count, outdated) }
         try compact(in: db)
-        return 0
+        return (0, outdated)
     }
 
     /// The most rows one INSERT into the completion log carries.

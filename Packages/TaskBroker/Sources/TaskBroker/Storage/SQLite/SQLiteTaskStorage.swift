@@ -139,22 +139,24 @@ final class SQLiteTaskStorage: TaskStorage {
         heads.map { _ in .granted }
     }
 
+    /// Reports the failures whose action is no longer stored as it ran (`outdated`): deleted or
+    /// replaced by another process, whose change may reach this process's brokers only after
+    /// the outcome (it comes through the file's change journal). Completions are not checked: a
+    /// logged revision that is gone is simply never read.
     @discardableResult
     func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> TaskFinishReport {
-        // Deleted or replaced actions are not reported: this process's brokers learn of every
-        // change before the outcome (in-process notifications, the file's change journal).
         guard !outcomes.isEmpty else { return TaskFinishReport() }
-        try await Self.run("store \(outcomes.count) outcome(s)") {
+        let outdated = try await Self.run("store \(outcomes.count) outcome(s)") {
             try await commit(outcomes)
         }
-        return TaskFinishReport()
+        return TaskFinishReport(outdated: outdated)
     }
 
     /// `finish` for a dedicated committer thread: blocks the calling thread, no executor hops.
-    func finishBlocking(_ outcomes: [TaskOutcome]) throws {
-        guard !outcomes.isEmpty else { return }
+    func finishBlocking(_ outcomes: [TaskOutcome]) throws -> TaskFinishReport {
+        guard !outcomes.isEmpty else { return TaskFinishReport() }
         do {
-            try commitBlocking(outcomes)
+            return TaskFinishReport(outdated: try commitBlocking(outcomes))
         } catch {
             throw TaskBrokerError(
                 code: .storageFailed,
