@@ -48,10 +48,17 @@ enum DatabaseLocation: Sendable {
     }
 
     /// `text` with the password of a URL replaced by `***`.
+    ///
+    /// Found in the text, not through `URLComponents`: a URL that does not parse (a password with
+    /// an unencoded `#`, `/`, `?`, `%` or space) is exactly the one an error message quotes. The
+    /// user information ends at the last `@` of what follows `://`, and the password is what
+    /// follows its first `:` (an `@` later in the URL hides more, never less).
     static func redacted(_ text: String) -> String {
-        guard var components = URLComponents(string: text), components.password != nil else { return text }
-        components.password = "***"
-        return components.string ?? text
+        guard let scheme = text.range(of: "://"),
+              let at = text[scheme.upperBound...].lastIndex(of: "@"),
+              let colon = text[scheme.upperBound..<at].firstIndex(of: ":")
+        else { return text }
+        return text[..<text.index(after: colon)] + "***" + text[at...]
     }
 }
 

@@ -57,7 +57,10 @@ enum Runner {
                     await progress.wait(untilDone: progress.counts.remaining > 0)
                     // Done only once nothing live is stored: another process may have enqueued
                     // uploads meanwhile, and the broker runs those too.
-                    guard let queues = try? await broker.snapshot() else { return false }
+                    // A read that fails (the database restarting, say) tells nothing: asked
+                    // again at the next check, not taken for "nothing left" (that exited 0 with
+                    // uploads still stored).
+                    guard let queues = try? await broker.snapshot() else { continue }
                     let live = queues.filter { QueueNames.isLive($0.name) }
                     guard live.contains(where: { $0.pending > 0 }) else { return false }
                     let left = live.reduce(0) { $0 + max(0, $1.pending - ($1.inFlight == nil ? 0 : 1)) }

@@ -211,6 +211,8 @@ struct QueuekitToolTests {
         (["list", "--database", "mysql://db"], 64, "queuekit: --database expects sqlite:PATH or postgres://"),
         (["list", "--database", "postgres://:5432/x"], 64, "queuekit: --database postgres://:5432/x: "),
         (["stats", "--database", "postgres://app:secret@127.0.0.1:1/app"], 1, "queuekit: cannot open postgres://app:***@127.0.0.1:1/app: "),
+        // A password with an unencoded '#' (the URL does not parse): quoted without it.
+        (["stats", "--database", "postgres://app:s3cr#t@127.0.0.1:1/app"], 64, "queuekit: --database postgres://app:***@127.0.0.1:1/app: "),
         (["demo-cluster", "--database", "sqlite:good.sqlite"], 64, "queuekit: demo-cluster needs a database that several processes share"),
         (["enqueue", "--queue", "a/b", "--database", "sqlite:good.sqlite"], 64, "queuekit: --queue takes a user name"),
         // The fuzz target's regression inputs (Fuzz/Regressions/QueuekitArgumentsFuzzer/): these trapped.
@@ -228,6 +230,7 @@ struct QueuekitToolTests {
         #expect(run.stderrLines.count == 1)
         #expect(run.stderr.hasPrefix(message), "\(run.stderr)")
         #expect(run.stdout.isEmpty)
+        #expect(!run.stderr.contains("secret") && !run.stderr.contains("s3cr"), "no password in \(run.stderr)")
         #expect(!FileManager.default.fileExists(atPath: folder.path("missing.sqlite")))
     }
 
