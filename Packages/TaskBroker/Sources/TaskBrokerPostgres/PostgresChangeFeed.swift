@@ -114,13 +114,23 @@ enum PostgresChangeFeed {
         continuation.finish()
     }
 
-    /// Tells the brokers to read every stored queue.
+    /// Tells the brokers to read every stored queue, trying again with backoff until the scan
+    /// works: a queue saved while nobody listened is known of only through it (one with no lease
+    /// has no expiry to wake a broker either). Notifications that arrive meanwhile wait.
     private static func catchUp(_ storage: PostgresTaskStorage, _ continuation: AsyncStream<[TaskStorageChange]>.Continuation) async {
-        do {
-            let names = try await storage.queueNames()
-            if !names.isEmpty { continuation.yield([.queuesChanged(names)]) }
-        } catch {
-            storage.logger.error("the change feed's catch-up scan failed: \(error); queues are read again when they next change or their lease expires")
+        var failures = 0
+        while !Task.isCancelled {
+            do {
+                let names = try await storage.queueNames()
+                if !names.isEmpty { continuation.yield([.queuesChanged(names)]) }
+                if failures > 0 { storage.logger.notice("the change feed's catch-up scan worked after \(failures) failure(s)") }
+                return
+            } catch {
+                failures += 1
+                let delay = Duration.milliseconds(min(5_000, 50 << min(failures - 1, 7)))
+                storage.logger.error("the change feed's catch-up scan failed (attempt \(failures)): \(error); trying again in \(delay)")
+                try? await Task.sleep(for: delay)
+            }
         }
     }
 }

@@ -1,0 +1,68 @@
+import Foundation
+import Logging
+import PostgresNIO
+import TaskBroker
+import TaskBrokerPostgres
+import Testing
+
+/// The change feed's catch-up scan after it listens again: a queue saved while nobody listened is
+/// known of only through it.
+@Suite(.timeLimit(.minutes(1)))
+struct PostgresChangeFeedTests {
+    /// The scan fails once the feed listens again (here: its role may not read the actions yet);
+    /// it is tried again until it works. It was logged and dropped, and the queue saved during
+    /// the gap was never read (it has no lease, so no expiry wakes a broker either).
+    @Test func aCatchUpScanThatFailsIsTriedAgainUntilItWorks() async throws {
+        let store = try TestStore(.postgres)
+        let admin = try await store.open()
+        let schema = "\"\(store.schema)\""
+        let role = "feed_\(store.schema)"
+        try await admin.write { tx in
+            for statement in [
+                "CREATE ROLE \(role) LOGIN PASSWORD 'feed'",
+                // Opening a database checks its schema (CREATE … IF NOT EXISTS) under the role.
+                "DO $$ BEGIN EXECUTE format('GRANT CREATE ON DATABASE %I TO \(role)', current_database()); END $$",
+                "GRANT USAGE, CREATE ON SCHEMA \(schema) TO \(role)",
+                "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA \(schema) TO \(role)",
+            ] {
+                try await tx.execute(PostgresQuery(unsafeSQL: statement))
+            }
+        }
+        let log = LogRecorder()
+        var configuration = try store.postgresConfiguration()
+        configuration.username = role
+        configuration.password = "feed"
+        configuration.logger = Logger(label: "feed", factory: { _ in log })
+        let worker = try await TaskDatabase.postgres(configuration: configuration)
+        var feed = try #require(try await worker.storage.changes()).makeAsyncIterator()
+
+        // The feed's connection drops, and cannot come back until the role may log in again.
+        try await admin.write { tx in
+            try await tx.execute(PostgresQuery(unsafeSQL: "ALTER ROLE \(role) NOLOGIN"))
+            try await tx.execute(PostgresQuery(unsafeSQL: "REVOKE SELECT ON \(schema).action FROM \(role)"))
+            try await tx.execute(PostgresQuery(unsafeSQL: """
+                SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '\(role)' AND query LIKE 'LISTEN%'
+                """))
+        }
+        await log.waitForLine(containing: "could not reconnect the change feed")
+        // Saved while nobody listens for this worker.
+        _ = try await admin.storage.save([NewTask(key: "gap", collection: "c", queueName: "q-gap", payload: Data())])
+        try await admin.write { tx in
+            try await tx.execute(PostgresQuery(unsafeSQL: "ALTER ROLE \(role) LOGIN"))
+        }
+        await log.waitForLine(containing: "catch-up scan failed")
+        try await admin.write { tx in
+            try await tx.execute(PostgresQuery(unsafeSQL: "GRANT SELECT ON \(schema).action TO \(role)"))
+        }
+        var heard: [TaskStorageChange] = []
+        while !heard.contains(where: { if case .queuesChanged(let names) = $0 { names.contains("q-gap") } else { false } }) {
+            guard let changes = await feed.next() else { break }
+            heard += changes
+        }
+        #expect(heard.contains(.queuesChanged(["q-gap"])), "the catch-up scan named the queue saved during the gap: \(heard)")
+        try await admin.write { tx in
+            try await tx.execute(PostgresQuery(unsafeSQL: "DROP OWNED BY \(role)"))
+            try await tx.execute(PostgresQuery(unsafeSQL: "DROP ROLE \(role)"))
+        }
+    }
+}
