@@ -93,4 +93,33 @@ struct CorruptRowTests {
             _ = try await TaskQueueBroker.setup(database: reopened, name: "second", handler: RecordingHandler<TestAction>())
         }
     }
+
+    /// A damaged row in one queue (here a pause that ends at no time) holds back that queue only:
+    /// the others load and run. The read stopped at the row, and every queue after it in the scan
+    /// waited (read again and again, never run).
+    @Test func aDamagedRowHoldsBackOnlyItsOwnQueue() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("tasks.sqlite")
+        let database = try await TaskDatabase.sqlite(path: path)
+        try await database.save(["h-a", "h-b", "h-c"].flatMap { queue in
+            (1...2).map { TestAction(key: "\(queue)-\($0)", queueName: queue) }
+        })
+        try await DatabaseQueue(path: path).write { db in
+            try db.execute(sql: "UPDATE taskbroker_action SET pause_kind = 1, pause_until = 1e999 WHERE key = 'h-b-2'")
+        }
+        let reopened = try await TaskDatabase.sqlite(path: path)
+        let handler = RecordingHandler<TestAction>()
+        let broker = try await TaskQueueBroker.setup(database: reopened, name: "h", handler: handler)
+        let events = EventRecorder(broker)
+        let seen = await events.wait(for: { event in
+            if case .storageFailed(.load, _, _, _) = event { true } else { false }
+        })
+        guard case .storageFailed(_, let names, _, _)? = seen.last else {
+            Issue.record("no load failure was reported: \(seen)")
+            return
+        }
+        #expect(names == ["h-b"], "only the queue of the damaged row waits")
+        #expect(Set(await handler.handled.values(count: 4)) == ["h-a-1", "h-a-2", "h-c-1", "h-c-2"])
+        await broker.shutdown()
+    }
 }

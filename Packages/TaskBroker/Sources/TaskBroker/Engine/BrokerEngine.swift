@@ -258,7 +258,11 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             // One scan for all the queues; each is posted as soon as it is read and decoded.
             let unreported = Mutex(Set(queueNames))
             do {
-                try await sqlite.readQueues(queueNames) { queueName, tasks in
+                try await sqlite.readQueues(queueNames, failed: { queueName, error in
+                    // A row of it does not decode: only this queue waits (and is read again).
+                    unreported.withLock { _ = $0.remove(queueName) }
+                    mailbox.post(.loadFailed([queueName], message: "\(error)"))
+                }) { queueName, tasks in
                     unreported.withLock { _ = $0.remove(queueName) }
                     let entries = BrokerEntry.decode(tasks, as: Handler.Action.self, since: since)
                     mailbox.post(.loaded([queueName: entries], requested: [queueName]))

@@ -86,7 +86,7 @@ final class SQLiteTaskStorage: TaskStorage {
         }
     }
 
-    /// The most queue names one statement of ``readQueues(_:_:)`` binds.
+    /// The most queue names one statement of ``readQueues(_:failed:_:)`` binds.
     static let queuesPerRead = 256
 
     /// Reads the stored actions of many queues in a few statements (one per
@@ -97,7 +97,12 @@ final class SQLiteTaskStorage: TaskStorage {
     /// ``tasks(inQueue:)`` per queue gives the same result, but each of its statements skips the
     /// logged completions on its own: at startup, with many queues and a long log, that is most
     /// of the loading time.
-    func readQueues(_ queueNames: [String], _ body: @escaping @Sendable (String, [StoredTask]) -> Void) async throws {
+    /// A queue with a row that does not decode (a value of the wrong type: a hand edit, damage)
+    /// goes to `failed` instead, and the scan goes on with the other queues.
+    func readQueues(
+        _ queueNames: [String], failed: @escaping @Sendable (String, TaskBrokerError) -> Void,
+        _ body: @escaping @Sendable (String, [StoredTask]) -> Void
+    ) async throws {
         guard !queueNames.isEmpty else { return }
         try await Self.run("read \(queueNames.count) queue(s)") {
             try await pool.read { db in
@@ -116,8 +121,22 @@ final class SQLiteTaskStorage: TaskStorage {
                         arguments: StatementArguments(Array(names))
                     )
                     var current: (name: String, tasks: [StoredTask])?
+                    var failedQueue: String?
                     while let row = try rows.next() {
-                        let task = try Self.task(from: row)
+                        let task: StoredTask
+                        do throws(TaskBrokerError) {
+                            task = try Self.task(from: row)
+                        } catch {
+                            // Only its queue fails (its rows come one after another); a row whose
+                            // queue name does not decode fails the read.
+                            guard let name = try? row.decode(String.self, atIndex: 2) else { throw error }
+                            if let queue = current, queue.name != name { body(queue.name, queue.tasks) }
+                            current = nil
+                            if failedQueue != name { failed(name, error) }
+                            failedQueue = name
+                            continue
+                        }
+                        if task.queueName == failedQueue { continue }
                         if let queue = current, queue.name != task.queueName {
                             body(queue.name, queue.tasks)
                             current = nil
