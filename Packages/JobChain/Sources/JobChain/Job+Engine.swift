@@ -63,7 +63,7 @@ extension Job {
         core.driving = true
         core.state = .started
         core.attempt &+= 1
-        core.phase = command.delay > .zero ? .delaying(core.attempt) : command.isCustom ? .waitingForLane(core.attempt) : .running
+        core.phase = command.delay > .zero ? .delaying(core.attempt) : .due(command, attempt: core.attempt)
         core.steps += [
             .callback(.willStart), .publish(.started), .callback(.didStart),
             .execute(Execution(command: command, attempt: core.attempt)),
@@ -209,7 +209,7 @@ extension Job {
     func delayElapsed(_ execution: Execution) {
         let proceed = core.withLock { core -> Bool in
             guard case .delaying(let attempt) = core.phase, attempt == execution.attempt else { return false }
-            core.phase = execution.command.isCustom ? .waitingForLane(attempt) : .running
+            core.phase = .due(execution.command, attempt: attempt)
             core.delayTimer = nil
             return true
         }

@@ -87,6 +87,12 @@ open class Job: @unchecked Sendable {
         /// command: not started yet, so `cancel()` drops it and `suspend()` stops before it.
         case waitingForLane(UInt64)
         case running
+
+        /// The phase of `command` once its delay (if any) has passed: waiting for its custom tag,
+        /// or running.
+        static func due(_ command: Command, attempt: UInt64) -> Phase {
+            command.isCustom ? .waitingForLane(attempt) : .running
+        }
     }
 
     /// Where the delivering thread is: a worker that may run the next sync command inline.

@@ -61,8 +61,7 @@ enum PostgresChangeFeed {
         var listening = false
         while !Task.isCancelled {
             if failures > 0 {
-                let delay = Duration.milliseconds(min(5_000, 50 << min(failures - 1, 7)))
-                try? await Task.sleep(for: delay)
+                try? await Task.sleep(for: backoff(after: failures))
                 if Task.isCancelled { break }
             }
             let connection: PostgresConnection
@@ -114,6 +113,11 @@ enum PostgresChangeFeed {
         continuation.finish()
     }
 
+    /// The wait before the next try after `failures` failures in a row: 50 ms, doubled each time, at most 5 s.
+    private static func backoff(after failures: Int) -> Duration {
+        .milliseconds(min(5_000, 50 << min(failures - 1, 7)))
+    }
+
     /// Tells the brokers to read every stored queue, trying again with backoff until the scan
     /// works: a queue saved while nobody listened is known of only through it (one with no lease
     /// has no expiry to wake a broker either). Notifications that arrive meanwhile wait.
@@ -127,7 +131,7 @@ enum PostgresChangeFeed {
                 return
             } catch {
                 failures += 1
-                let delay = Duration.milliseconds(min(5_000, 50 << min(failures - 1, 7)))
+                let delay = backoff(after: failures)
                 storage.logger.error("the change feed's catch-up scan failed (attempt \(failures)): \(error); trying again in \(delay)")
                 try? await Task.sleep(for: delay)
             }

@@ -369,7 +369,7 @@ final class Driver: Sendable {
 private final class EarlyChanges: Sendable {
     private let state = Mutex<(held: [[TaskChange]], target: (@Sendable ([TaskChange]) -> Void)?)>(([], nil))
 
-    /// Holds `changes` until ``forward(to:)``, or hands them over at once after it.
+    /// Holds `changes` until ``forward(_:)``, or hands them over at once after it.
     func deliver(_ changes: [TaskChange]) {
         let target = state.withLock { state -> (@Sendable ([TaskChange]) -> Void)? in
             if let target = state.target { return target }
