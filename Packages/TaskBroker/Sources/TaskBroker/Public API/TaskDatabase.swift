@@ -211,7 +211,7 @@ public final class TaskDatabase: Sendable {
             (value, changes) = try await sqlite.pool.write { db in
                 let transaction = TaskTransaction(db: db)
                 let value = try body(transaction)
-                return (value, transaction.changes)
+                return (value, try transaction.committedChanges())
             }
         } catch let error as DatabaseError {
             throw TaskBrokerError(

@@ -35,6 +35,38 @@ public final class TaskTransaction {
         changes.append(.deleted(deleted))
         return true
     }
+
+    /// The saves and deletes that the transaction still holds when `body` returns: those rolled
+    /// back with a savepoint (`tx.db.inSavepoint { … return .rollback }`) are left out. Announced,
+    /// a rolled-back delete made the brokers forget an action that stays stored (it waited for a
+    /// restart), and a rolled-back save would announce an action that was never stored.
+    ///
+    /// One primary-key lookup per change, in the transaction.
+    ///
+    /// - Throws: The database's error, or ``TaskBrokerError`` `.corruptDatabase` for a damaged row.
+    func committedChanges() throws -> [TaskChange] {
+        guard !changes.isEmpty else { return [] }
+        let stored = try db.cachedStatement(sql: """
+            SELECT \(SQLiteTaskStorage.selectedColumns) FROM taskbroker_action WHERE collection = ? AND key = ?
+            """)
+        func current(_ task: StoredTask) throws -> StoredTask? {
+            try Row.fetchOne(stored, arguments: [task.collection, task.key]).map(SQLiteTaskStorage.task(from:))
+        }
+        return try changes.filter { change in
+            switch change {
+            case .saved(let task):
+                // The same revision is not enough: the rollback also took the revision counter
+                // back, so a later save in this transaction may have the same revision.
+                guard let current = try current(task) else { return false }
+                return current.revision == task.revision && current.queueName == task.queueName
+                    && current.payload == task.payload && current.position == task.position
+            case .deleted(let task):
+                return try current(task)?.revision != task.revision
+            case .completed, .resumed, .purged, .external:
+                return true
+            }
+        }
+    }
 }
 
 @available(*, unavailable)
