@@ -67,7 +67,8 @@ enum PostgresChangeFeed {
             let connection: PostgresConnection
             do {
                 connection = try await PostgresTaskStorage.openConnection(
-                    storage.configuration, id: connectionIDs.add(1, ordering: .relaxed).newValue
+                    storage.configuration, id: connectionIDs.add(1, ordering: .relaxed).newValue,
+                    applicationName: "taskbroker feed \(storage.configuration.schema)"
                 )
             } catch {
                 if started(error) { break }
@@ -75,6 +76,9 @@ enum PostgresChangeFeed {
                 logger.warning("could not reconnect the change feed to \(storage.configuration.endpoint) (attempt \(failures)): \(error)")
                 continue
             }
+            // Closes the connection if it stops answering: the loop below then ends with an error.
+            let heartbeat = Task { await checkAnswers(of: connection, every: storage.configuration.heartbeatInterval, logger: logger) }
+            defer { heartbeat.cancel() }
             do {
                 try await connection.listen(on: storage.sql.channel) { notifications in
                     if !started(nil) {
@@ -111,6 +115,45 @@ enum PostgresChangeFeed {
             failures += 1
         }
         continuation.finish()
+    }
+
+    /// Asks the connection for `SELECT 1` every `interval`, until cancelled; closes it when an
+    /// answer does not come within `interval` (or the query fails). A listening connection
+    /// otherwise only receives: one whose peer is gone without a word (a NAT or firewall that
+    /// dropped the connection, a host that lost power, a server process that hangs) would look
+    /// alive until the operating system gives up on it, many minutes later, and every save of
+    /// another process would wait until then.
+    private static func checkAnswers(of connection: PostgresConnection, every interval: Duration, logger: Logger) async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: interval)
+            if Task.isCancelled { return }
+            let answered = await withTaskGroup(of: Bool.self) { group in
+                group.addTask {
+                    do {
+                        try await connection.execute("SELECT 1", logger: logger)
+                        return true
+                    } catch {
+                        return false
+                    }
+                }
+                group.addTask {
+                    try? await Task.sleep(for: interval)
+                    return false
+                }
+                let first = await group.next() ?? false
+                // Closing ends the query that did not answer, so that the group can return. (When
+                // cancelled, the feed is done with this connection and closes it anyway.)
+                if !first { try? await connection.close() }
+                group.cancelAll()
+                return first
+            }
+            if !answered {
+                if !Task.isCancelled {
+                    logger.warning("the change feed's connection did not answer within \(interval); closing it to listen again")
+                }
+                return
+            }
+        }
     }
 
     /// The wait before the next try after `failures` failures in a row: 50 ms, doubled each time, at most 5 s.

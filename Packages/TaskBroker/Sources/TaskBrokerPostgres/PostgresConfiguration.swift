@@ -40,6 +40,12 @@ extension TaskDatabase {
         public var poolSize: Int
         /// How long connecting may take before it fails. Defaults to 10 s.
         public var connectTimeout: Duration
+        /// How often the change feed checks that its listening connection still answers. A
+        /// connection that does not answer within this time either (a peer gone without a word: a
+        /// NAT or firewall that forgot the connection, a host that lost power) is closed and
+        /// opened again, followed by a catch-up scan; without the check, other processes' saves
+        /// would wait for the operating system to notice (many minutes). Defaults to 10 s.
+        public var heartbeatInterval: Duration
         /// Where the backend logs reconnections and lost leases; silent by default.
         public var logger: Logger
 
@@ -56,6 +62,7 @@ extension TaskDatabase {
         ///   - leaseDuration: How long a claim on a queue lasts unless renewed.
         ///   - poolSize: The most connections for writes and reads.
         ///   - connectTimeout: How long connecting may take.
+        ///   - heartbeatInterval: How often the change feed checks its connection.
         ///   - logger: Where the backend logs.
         public init(
             host: String,
@@ -68,6 +75,7 @@ extension TaskDatabase {
             leaseDuration: Duration = .seconds(10),
             poolSize: Int = 8,
             connectTimeout: Duration = .seconds(10),
+            heartbeatInterval: Duration = .seconds(10),
             logger: Logger = Logger(label: "TaskBrokerPostgres", factory: { _ in SwiftLogNoOpLogHandler() })
         ) {
             self.host = host
@@ -80,6 +88,7 @@ extension TaskDatabase {
             self.leaseDuration = leaseDuration
             self.poolSize = poolSize
             self.connectTimeout = connectTimeout
+            self.heartbeatInterval = heartbeatInterval
             self.logger = logger
         }
 
@@ -169,6 +178,9 @@ extension TaskDatabase {
             }
             guard leaseDuration > .milliseconds(100) else {
                 throw TaskBrokerError(code: .invalidConfiguration, message: "The lease duration must be longer than 100 ms; got \(leaseDuration).")
+            }
+            guard heartbeatInterval >= .milliseconds(10) else {
+                throw TaskBrokerError(code: .invalidConfiguration, message: "The heartbeat interval must be at least 10 ms; got \(heartbeatInterval).")
             }
             guard (1...1000).contains(poolSize), (1...65535).contains(port) else {
                 throw TaskBrokerError(code: .invalidConfiguration, message: "The pool size must be 1...1000 and the port 1...65535; got \(poolSize) and \(port).")

@@ -70,13 +70,23 @@ public final class PostgresTaskStorage: TaskStorage {
     }
 
     /// A connection of its own (the migration, the change feed), with errors a user can act on.
-    static func openConnection(_ configuration: TaskDatabase.PostgresConfiguration, id: Int) async throws -> PostgresConnection {
+    ///
+    /// - Parameters:
+    ///   - configuration: Where to connect.
+    ///   - id: The connection's number, for postgres-nio's logs.
+    ///   - applicationName: What `pg_stat_activity.application_name` shows for it, if anything.
+    static func openConnection(
+        _ configuration: TaskDatabase.PostgresConfiguration, id: Int, applicationName: String? = nil
+    ) async throws -> PostgresConnection {
         do {
             var connectionConfiguration = PostgresConnection.Configuration(
                 host: configuration.host, port: configuration.port, username: configuration.username,
                 password: configuration.password, database: configuration.database, tls: try configuration.tls.connection()
             )
             connectionConfiguration.options.connectTimeout = .milliseconds(configuration.connectTimeout.milliseconds)
+            if let applicationName {
+                connectionConfiguration.options.additionalStartupParameters = [("application_name", applicationName)]
+            }
             return try await PostgresConnection.connect(configuration: connectionConfiguration, id: id, logger: configuration.logger)
         } catch {
             throw PostgresErrors.connectionFailed(error, configuration)

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Foundation
 import Logging
 import PostgresNIO
@@ -41,7 +44,7 @@ struct PostgresChangeFeedTests {
             try await tx.execute(PostgresQuery(unsafeSQL: "ALTER ROLE \(role) NOLOGIN"))
             try await tx.execute(PostgresQuery(unsafeSQL: "REVOKE SELECT ON \(schema).action FROM \(role)"))
             try await tx.execute(PostgresQuery(unsafeSQL: """
-                SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '\(role)' AND query LIKE 'LISTEN%'
+                SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'taskbroker feed \(store.schema)'
                 """))
         }
         await log.waitForLine(containing: "could not reconnect the change feed")
@@ -64,5 +67,34 @@ struct PostgresChangeFeedTests {
             try await tx.execute(PostgresQuery(unsafeSQL: "DROP OWNED BY \(role)"))
             try await tx.execute(PostgresQuery(unsafeSQL: "DROP ROLE \(role)"))
         }
+    }
+
+    /// The server process behind the feed's connection stops (SIGSTOP): the connection stays open,
+    /// and nothing arrives on it any more, as when a NAT forgets it or the server's host loses
+    /// power. The heartbeat finds that it does not answer, and the feed listens again on a new
+    /// connection, then scans: an action another process saves meanwhile runs. Before, it waited
+    /// for the operating system to give up on the connection (many minutes).
+    @Test func aFeedConnectionThatStopsAnsweringIsReplaced() async throws {
+        let store = try TestStore(.postgres)
+        let admin = try await store.open()
+        let log = LogRecorder()
+        var configuration = try store.postgresConfiguration()
+        configuration.heartbeatInterval = .milliseconds(200)
+        configuration.logger = Logger(label: "feed", factory: { _ in log })
+        let worker = try await TaskDatabase.postgres(configuration: configuration)
+        let handler = RecordingHandler<TestAction>()
+        let broker = try await TaskQueueBroker.setup(database: worker, name: "h", handler: handler)
+        let feedProcess = try await admin.write { tx -> Int32 in
+            let rows = try await tx.query("SELECT pid FROM pg_stat_activity WHERE application_name = \("taskbroker feed \(store.schema)")")
+            var pids: [Int32] = []
+            for try await pid in rows.decode(Int32.self) { pids.append(pid) }
+            return try #require(pids.count == 1 ? pids.first : nil, "one feed connection: \(pids)")
+        }
+        #expect(kill(feedProcess, SIGSTOP) == 0)
+        defer { kill(feedProcess, SIGCONT) }
+        try await admin.save(TestAction(key: "saved while the feed was deaf", queueName: "h-q"))
+        #expect(await handler.handled.values(count: 1) == ["saved while the feed was deaf"])
+        #expect(await log.waitForLine(containing: "did not answer within") != nil)
+        await broker.shutdown()
     }
 }
