@@ -12,6 +12,8 @@ let package = Package(
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
         .package(path: "../QueueCore"),
         .package(path: "../AsyncPrimitives"),
+        // The tests' log handler (QueueCore depends on it already).
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         // Property-based tests (random inputs with a replayable seed); the tests' only.
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
     ],
@@ -31,6 +33,7 @@ let package = Package(
                 .product(name: "AsyncPrimitives", package: "AsyncPrimitives"),
                 .product(name: "AsyncPrimitivesTesting", package: "AsyncPrimitives"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
     ],

@@ -126,6 +126,9 @@ extension JobQueue {
     @usableFromInline struct Core {
         @usableFromInline var jobs: Deque<Job>
         @usableFromInline var state: JobQueueState = .stopped
+        /// Counts calls of `start()`, `stop()` and `stopForRetry()`: a retry strategy's restart
+        /// applies only if none came after its stop.
+        @usableFromInline var flowGeneration: UInt64 = 0
         @usableFromInline var processor: AnyJobProcessor<Job>?
         @usableFromInline var persister: AnyJobPersister<Job>?
         @usableFromInline var retryStrategy: (any JobRetryStrategy)?
@@ -178,6 +181,32 @@ extension JobQueue {
             if !observers.isEmpty {
                 recordedEvents &+= 1
                 events.append(event, job)
+            }
+        }
+
+        /// `start()` under the lock: a new flow call; begins handing out jobs.
+        ///
+        /// - Returns: Whether the caller must schedule the pump.
+        @inlinable mutating func start() -> Bool {
+            flowGeneration &+= 1
+            switch state {
+            case .stopped, .stopping:
+                state = .starting
+                normalize()
+            case .starting, .listening, .processing:
+                break
+            }
+            return claimPump()
+        }
+
+        /// `stop()` under the lock: a new flow call; stops handing out jobs.
+        @usableFromInline mutating func stop() {
+            flowGeneration &+= 1
+            switch state {
+            case .starting, .listening, .processing:
+                state = inFlight.isEmpty ? .stopped : .stopping
+            case .stopping, .stopped:
+                break
             }
         }
 

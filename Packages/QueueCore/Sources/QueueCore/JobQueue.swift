@@ -353,17 +353,44 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
     /// while jobs are with the processor.
     @inlinable
     public func start() {
-        let wake = core.withLock { core -> Bool in
-            switch core.state {
-            case .stopped, .stopping:
-                core.state = .starting
-                core.normalize()
-            case .starting, .listening, .processing:
-                break
-            }
-            return core.claimPump()
+        let wake = core.withLock { $0.start() }
+        if wake { schedulePump() }
+    }
+
+    /// Stops the queue on behalf of a retry strategy that will start it again later with
+    /// ``restart(_:)``: the restart happens only if nobody called ``start()`` or ``stop()`` in
+    /// between. A queue its owner stopped during a backoff stays stopped.
+    ///
+    /// ```swift
+    /// let ticket = queue.stopForRetry()
+    /// // … after the backoff:
+    /// queue.restart(ticket)
+    /// ```
+    ///
+    /// - Returns: The ticket that ``restart(_:)`` takes.
+    public func stopForRetry() -> JobQueueRestartTicket {
+        core.withLock { core in
+            core.stop()
+            return JobQueueRestartTicket(generation: core.flowGeneration)
+        }
+    }
+
+    /// Starts the queue again after ``stopForRetry()``, unless ``start()``, ``stop()`` or
+    /// another ``stopForRetry()`` was called since: the owner's later call decides.
+    ///
+    /// - Parameter ticket: What ``stopForRetry()`` returned.
+    /// - Returns: `true` if the queue was started, `false` if the ticket was outdated.
+    @discardableResult
+    public func restart(_ ticket: JobQueueRestartTicket) -> Bool {
+        let (current, wake) = core.withLock { core -> (Bool, Bool) in
+            guard core.flowGeneration == ticket.generation else { return (false, false) }
+            return (true, core.start())
         }
         if wake { schedulePump() }
+        if !current {
+            logger.debug("\(name): not restarted by its retry strategy: start() or stop() was called during the wait")
+        }
+        return current
     }
 
     /// Stops handing out jobs; the rest stay queued.
@@ -371,14 +398,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
     /// Jobs already with the processor finish: the state is ``JobQueueState/stopping`` until
     /// they have, then ``JobQueueState/stopped``.
     public func stop() {
-        core.withLock { core in
-            switch core.state {
-            case .starting, .listening, .processing:
-                core.state = core.inFlight.isEmpty ? .stopped : .stopping
-            case .stopping, .stopped:
-                break
-            }
-        }
+        core.withLock { $0.stop() }
     }
 
     // MARK: - Observing

@@ -15,3 +15,9 @@ public protocol JobRetryStrategy: Sendable {
     ///     often it has failed there, this failure included.
     func retry<JobType: QueueJob>(job: JobType, failedOnQueue queue: JobQueue<JobType>)
 }
+
+/// What ``JobQueue/stopForRetry()`` returns and ``JobQueue/restart(_:)`` takes: a retry
+/// strategy's stop, which its restart undoes only if nobody started or stopped the queue since.
+public struct JobQueueRestartTicket: Sendable, Hashable {
+    let generation: UInt64
+}

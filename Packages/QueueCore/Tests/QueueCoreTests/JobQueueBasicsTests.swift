@@ -22,6 +22,33 @@ struct JobQueueBasicsTests {
         #expect(queue.drain() == jobs)
     }
 
+    /// A retry strategy's restart applies only when nobody started or stopped the queue since its stop.
+    @Test
+    func aRestartTicketIsOutdatedByAnyLaterStartOrStop() {
+        let ticket = queue.stopForRetry()
+        #expect(queue.restart(ticket))
+        #expect(queue.state != .stopped)
+
+        let stoppedByOwner = queue.stopForRetry()
+        queue.stop()
+        #expect(!queue.restart(stoppedByOwner))
+        #expect(queue.state == .stopped)
+
+        let startedByOwner = queue.stopForRetry()
+        queue.start()
+        queue.stop()
+        #expect(!queue.restart(startedByOwner))
+        #expect(queue.state == .stopped)
+
+        let first = queue.stopForRetry()
+        let second = queue.stopForRetry()
+        #expect(!queue.restart(first))
+        #expect(queue.state == .stopped)
+        #expect(queue.restart(second))
+        #expect(!queue.restart(second), "a ticket is used once")
+        #expect(queue.state != .stopped)
+    }
+
     @Test
     func addingNothingIsANoOp() {
         queue.add([])

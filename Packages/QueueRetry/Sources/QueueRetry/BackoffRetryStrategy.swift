@@ -3,8 +3,8 @@ public import Foundation
 public import QueueCore
 import Synchronization
 
-/// Stops the queue, re-queues the failed job at the front and restarts the queue after a
-/// delay that doubles with each consecutive failure of the same job: 1, 2, 4 … seconds,
+/// Stops the queue, re-queues the failed job at the front and restarts the queue (unless you
+/// stopped or started it meanwhile) after a delay that doubles with each consecutive failure of the same job: 1, 2, 4 … seconds,
 /// capped at `maxBackoff`. It never purges a job. A different job failing starts again at
 /// `initialBackoff`.
 ///
@@ -68,13 +68,14 @@ public final class BackoffRetryStrategy: JobRetryStrategy {
         return backoff.delay(afterFailures: failures + 1)
     }
 
-    /// Stops `queue`, re-queues `job` at its front and schedules `queue.start()` after the backoff.
+    /// Stops `queue`, re-queues `job` at its front and starts the queue again after the backoff,
+    /// unless its owner stopped or started it in the meantime (``JobQueue/restart(_:)``).
     ///
     /// - Parameters:
     ///   - job: The job that failed.
     ///   - queue: The queue it failed on.
     public func retry<JobType: QueueJob>(job: JobType, failedOnQueue queue: JobQueue<JobType>) {
-        queue.stop()
+        let ticket = queue.stopForRetry()
         queue.retry(job)
         let (failures, previous, generator) = state.withLock { state in
             if state.lastJobID != job.id {
@@ -106,7 +107,8 @@ public final class BackoffRetryStrategy: JobRetryStrategy {
             } catch {
                 return
             }
-            queue?.start()
+            // Not if the queue's owner stopped (or started) it during the wait: theirs is the later word.
+            queue?.restart(ticket)
         }
         state.withLock { $0.restart = task }
     }

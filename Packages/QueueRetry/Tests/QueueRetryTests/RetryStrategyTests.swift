@@ -1,5 +1,6 @@
 import AsyncPrimitives
 import AsyncPrimitivesTesting
+import Logging
 import QueueCore
 import QueueCoreTesting
 import QueueRetry
@@ -161,6 +162,53 @@ struct BackoffRetryStrategyTests {
         #expect(persister.actions == ["a"])
         #expect(queue.count == 1)
         withExtendedLifetime(token) {}
+    }
+
+    /// The queue's owner stops it during the backoff (the app is going to the background, say):
+    /// the strategy's restart must not start it again behind the owner's back. Before, it did.
+    @Test
+    func aQueueItsOwnerStopsDuringTheBackoffStaysStopped() async {
+        let clock = ManualClock()
+        let queue = JobQueue(handling: CuteJob.self, name: "backoff")
+        let skipped = EventCollector<String>()
+        queue.logger = Logger(label: "test", factory: { _ in CollectingLogHandler(messages: skipped, filter: "not restarted") })
+        queue.retryStrategy = BackoffRetryStrategy(initialBackoff: 1, maxBackoff: 8, clock: clock)
+        let processor = ScriptedProcessor(clock: clock)
+        queue.processor = AnyJobProcessor(processor)
+        queue.add([makeJob("a")])
+        queue.start()
+        #expect(await processor.attempts.values(count: 1) == ["a@0"])
+        await clock.sleepers(atLeast: 1)
+        queue.stop()
+        clock.advance(by: .seconds(1))
+        #expect(await skipped.values(count: 1).count == 1)
+        #expect(queue.state == .stopped)
+        #expect(processor.attempts.values == ["a@0"])
+        // The owner's own start runs the job again, and the backoff goes on from there.
+        clock.advance(by: .seconds(4))
+        queue.start()
+        #expect(await processor.attempts.values(count: 2) == ["a@0", "a@5"])
+        await clock.sleepers(atLeast: 1)
+        clock.advance(by: .seconds(2))
+        #expect(await processor.attempts.values(count: 3) == ["a@0", "a@5", "a@7"])
+    }
+
+    /// The owner starts the queue during the backoff: it runs at once, and the strategy's later
+    /// restart changes nothing.
+    @Test
+    func aQueueItsOwnerStartsDuringTheBackoffRunsAtOnce() async {
+        let clock = ManualClock()
+        let queue = JobQueue(handling: CuteJob.self, name: "backoff")
+        queue.retryStrategy = BackoffRetryStrategy(initialBackoff: 4, maxBackoff: 8, clock: clock)
+        let processor = ScriptedProcessor(clock: clock) { _, attempt in attempt == 1 }
+        queue.processor = AnyJobProcessor(processor)
+        queue.add([makeJob("a")])
+        queue.start()
+        #expect(await processor.attempts.values(count: 1) == ["a@0"])
+        await clock.sleepers(atLeast: 1)
+        clock.advance(by: .seconds(1))
+        queue.start()
+        #expect(await processor.attempts.values(count: 2) == ["a@0", "a@1"])
     }
 
     @Test

@@ -1,5 +1,6 @@
 import AsyncPrimitivesTesting
 import Foundation
+import Logging
 import QueueCore
 import QueueCoreTesting
 import Synchronization
@@ -87,5 +88,23 @@ struct SeededRandom: RandomNumberGenerator, Sendable {
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
+    }
+}
+
+/// A log handler that hands the messages containing `filter` to a collector, so a test can wait for one.
+struct CollectingLogHandler: LogHandler {
+    let messages: EventCollector<String>
+    let filter: String
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let message = "\(event.message)"
+        if message.contains(filter) { messages.record(message) }
     }
 }
