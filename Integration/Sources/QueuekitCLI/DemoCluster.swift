@@ -55,6 +55,19 @@ struct DemoCluster: AsyncParsableCommand {
         let clock = ContinuousClock()
         let start = clock.now
         let pool = try WorkerPool(count: workers, folder: folder, arguments: work.workerArguments(database: options.database))
+        do {
+            try await drive(pool, store: store, workload: workload, clock: clock, start: start)
+        } catch {
+            // The workers would go on without anyone to report to (and, once the throwaway
+            // cluster is gone, retry their connection forever).
+            await pool.stopAll()
+            throw error
+        }
+    }
+
+    private func drive(
+        _ pool: WorkerPool, store: Store, workload: Workload, clock: ContinuousClock, start: ContinuousClock.Instant
+    ) async throws {
         say("started \(workers) workers (pids \(pool.pids.map(String.init).joined(separator: ", "))); one is killed at \(Int(killAt * 100))%")
         let printer = ProgressPrinter(title: "cluster")
         var kill: (worker: Int, time: UInt64, done: Int)?
@@ -158,7 +171,13 @@ final class WorkerPool: Sendable {
         var traceFiles: [URL] = []
         var logFiles: [URL] = []
         for worker in 0..<count {
-            let process = try WorkerProcess.launch(arguments: arguments, folder: folder, name: "worker-\(worker + 1)")
+            let process: WorkerProcess
+            do {
+                process = try WorkerProcess.launch(arguments: arguments, folder: folder, name: "worker-\(worker + 1)")
+            } catch {
+                for started in processes { kill(started.processIdentifier, SIGKILL) }
+                throw error
+            }
             processes.append(process.process)
             traceFiles.append(process.trace)
             logFiles.append(process.log)
@@ -180,6 +199,16 @@ final class WorkerPool: Sendable {
         kill(pids[worker], SIGKILL)
         await WorkerProcess.waitForExit(processes[worker])
         return TraceLog.now()
+    }
+
+    /// Kills every worker still running and waits until they are gone (the run gave up).
+    func stopAll() async {
+        for process in processes where process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+        }
+        for process in processes {
+            await WorkerProcess.waitForExit(process)
+        }
     }
 
     /// Workers that ended other than by a clean exit or the SIGKILL of `sigkill(_:)`.
