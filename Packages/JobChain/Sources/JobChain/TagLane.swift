@@ -36,12 +36,31 @@ final class TagLane: Sendable {
         if runNow { start(item) }
     }
 
-    private func start(_ item: @escaping Item) {
-        item { self.next() }
+    /// Runs `item`, then the items after it. An item that calls `done` before it returns (a
+    /// command cancelled or suspended while it waited for the lane) hands the lane on in this
+    /// loop, not by calling the next item from inside its `done`: thousands of such items in a
+    /// row (a job suspended and resumed over and over while another held the tag) recursed
+    /// once each and overflowed the stack.
+    private func start(_ first: @escaping Item) {
+        var current: Item? = first
+        while let item = current {
+            current = nil
+            let handOff = HandOff()
+            item {
+                // Called after `item` returned: nothing loops any more, so hand the lane on here.
+                if !handOff.finishedInline() { self.next() }
+            }
+            if handOff.returned() { current = takeNext() }
+        }
     }
 
     private func next() {
-        let item = state.withLock { state -> Item? in
+        if let item = takeNext() { start(item) }
+    }
+
+    /// The next pending item, or `nil` (the lane is then idle).
+    private func takeNext() -> Item? {
+        state.withLock { state -> Item? in
             guard state.head < state.pending.count else {
                 state.pending.removeAll(keepingCapacity: true)
                 state.head = 0
@@ -56,6 +75,29 @@ final class TagLane: Sendable {
             }
             return item
         }
-        if let item { start(item) }
+    }
+
+    /// Which came first for one item: its `done`, or its return to ``start(_:)``.
+    private final class HandOff: Sendable {
+        private enum Step { case running, doneInline, returned }
+        private let step = Locked(Step.running)
+
+        /// `done` was called; `true` if the item had not returned yet (the loop goes on).
+        func finishedInline() -> Bool {
+            step.withLock { step in
+                guard step == .running else { return false }
+                step = .doneInline
+                return true
+            }
+        }
+
+        /// The item returned; `true` if it had called `done` already (the loop takes the next).
+        func returned() -> Bool {
+            step.withLock { step in
+                guard step == .running else { return true }
+                step = .returned
+                return false
+            }
+        }
     }
 }

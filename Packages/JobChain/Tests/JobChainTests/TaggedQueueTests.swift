@@ -96,6 +96,26 @@ struct TaggedQueueTests {
         #expect(ran.values == ["holder started", "later", "suspended"])
     }
 
+    /// Every `suspend()`/`resume()` of a job whose command waits for its tag leaves an entry the
+    /// tag skips when it gets there. 100,000 of them in a row were skipped by recursion, one
+    /// level each, and the process died of a stack overflow when the holder let the tag go.
+    @Test func aHundredThousandCommandsGivenUpWhileWaitingForTheirTagAreSkippedWithoutOverflow() async throws {
+        let tag = Self.uniqueTag("abandoned")
+        Job.addQueue(tag: tag, priority: .utility)
+        defer { Job.removeQueue(tag: tag) }
+        let (holder, gate, ran) = await holdTag(tag)
+        let waiting = Job(mode: .auto)
+        waiting.doInCustom(tag) { ran.record("waiting") }
+        for _ in 0..<100_000 {
+            waiting.suspend()
+            waiting.resume()
+        }
+        gate.open()
+        try await holder.idle()
+        try await waiting.idle()
+        #expect(ran.values == ["holder started", "waiting"])
+    }
+
     @Test func manyJobsOnOneTagNeverOverlap() async throws {
         let tag = Self.uniqueTag("busy")
         Job.addQueue(tag: tag, priority: .background)
