@@ -41,8 +41,11 @@ public enum QueuekitTool: Sendable {
                 // --help and --version are not failures.
                 Queuekit.exit(withError: error)
             }
-            let message = Queuekit.message(for: error)
-                .split(separator: "\n").first.map(String.init) ?? "\(error)"
+            // Without a URL's password: the argument parser quotes what was typed
+            // (`Unexpected argument 'postgres://app:secret@…'`, a URL given without --database).
+            let message = DatabaseLocation.redacted(
+                Queuekit.message(for: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
+            )
             fail("\(message.replacingOccurrences(of: "Error: ", with: "")) (see `queuekit help`)", status: status.rawValue)
         }
     }

@@ -80,7 +80,9 @@ struct Store: Sendable {
         let live = all.first { $0.name == QueueNames.live(user) }
         let dead = all.first { $0.name == QueueNames.deadLetter(user) }
         guard live != nil || dead != nil else {
-            throw QueuekitError("no queue named '\(name)' in \(name); `queuekit stats` lists the queues.")
+            throw QueuekitError(
+                "no queue named '\(DatabaseLocation.redacted(name))' in \(self.name); `queuekit stats` lists the queues."
+            )
         }
         return (user, live, dead)
     }

@@ -213,6 +213,10 @@ struct QueuekitToolTests {
         (["stats", "--database", "postgres://app:secret@127.0.0.1:1/app"], 1, "queuekit: cannot open postgres://app:***@127.0.0.1:1/app: "),
         // A password with an unencoded '#' (the URL does not parse): quoted without it.
         (["stats", "--database", "postgres://app:s3cr#t@127.0.0.1:1/app"], 64, "queuekit: --database postgres://app:***@127.0.0.1:1/app: "),
+        // The URL without --database, as psql takes it: the argument parser's message quotes it.
+        (["stats", "postgres://app:secret@127.0.0.1:1/app"], 64, "queuekit: Unexpected argument 'postgres://app:***@127.0.0.1:1/app'"),
+        // A queue name that looks like a URL, quoted back in the error.
+        (["retry", "postgres://app:secret@db/app", "--database", "sqlite:good.sqlite"], 1, "queuekit: no queue named 'postgres://app:***@db/app' in good.sqlite"),
         (["demo-cluster", "--database", "sqlite:good.sqlite"], 64, "queuekit: demo-cluster needs a database that several processes share"),
         (["enqueue", "--queue", "a/b", "--database", "sqlite:good.sqlite"], 64, "queuekit: --queue takes a user name"),
         // The fuzz target's regression inputs (Fuzz/Regressions/QueuekitArgumentsFuzzer/): these trapped.
