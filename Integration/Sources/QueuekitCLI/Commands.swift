@@ -86,6 +86,7 @@ struct Work: AsyncParsableCommand {
             + (report.interrupted && !watch ? " (interrupted; run again to continue)" : ""))
         // A signal is how a watching worker is meant to stop.
         if report.interrupted, !watch { throw ExitCode(130) }
+        if let stuck = report.stuckError { throw stuck }
     }
 }
 

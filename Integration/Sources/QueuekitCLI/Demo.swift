@@ -40,6 +40,7 @@ struct Demo: AsyncParsableCommand {
         if report.interrupted {
             throw ExitCode(130)
         }
+        if let stuck = report.stuckError { throw stuck }
     }
 }
 

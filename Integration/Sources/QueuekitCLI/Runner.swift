@@ -8,6 +8,20 @@ struct RunReport: Sendable {
     var counts: RunProgress.Counts
     var elapsed: Duration
     var interrupted: Bool
+    /// Queues whose uploads wait for `queuekit retry` (paused until restarted) and held the run
+    /// up: nothing else was left to do.
+    var stuck: [String] = []
+
+    /// The error for a run that stopped because every upload left waits for `queuekit retry`.
+    var stuckError: QueuekitError? {
+        guard !stuck.isEmpty else { return nil }
+        let users = stuck.map(QueueNames.user(of:))
+        return QueuekitError(
+            "\(stuck.joined(separator: ", ")) \(stuck.count == 1 ? "is" : "are") paused until restarted (an upload that "
+                + "does not decode, or a pause from an earlier run): `queuekit list` shows \(stuck.count == 1 ? "it" : "them"), "
+                + "`queuekit retry \(users[0])` resumes \(stuck.count == 1 ? "it" : "one")."
+        )
+    }
 
     var rate: Double {
         let seconds = elapsed.seconds
@@ -45,7 +59,9 @@ enum Runner {
             )
         }
         let printer = ProgressPrinter(title: title)
-        let interrupted = await withTaskGroup(of: Bool.self) { group -> Bool in
+        /// How the wait ended: done, interrupted by a signal, or held up by queues paused until restarted.
+        enum Ending: Sendable { case done, interrupted, stuck([String]) }
+        let ending = await withTaskGroup(of: Ending.self) { group -> Ending in
             group.addTask {
                 // Watching: only a signal ends the run.
                 while watch, !Task.isCancelled {
@@ -62,24 +78,29 @@ enum Runner {
                     // uploads still stored).
                     guard let queues = try? await broker.snapshot() else { continue }
                     let live = queues.filter { QueueNames.isLive($0.name) }
-                    guard live.contains(where: { $0.pending > 0 }) else { return false }
+                    guard live.contains(where: { $0.pending > 0 }) else { return .done }
+                    // Nothing can go on without `queuekit retry`: waiting would never end.
+                    let waiting = live.filter { $0.pending > 0 }
+                    if waiting.allSatisfy({ $0.pause == .untilRestart && $0.inFlight == nil }) {
+                        return .stuck(waiting.map(\.name))
+                    }
                     let left = live.reduce(0) { $0 + max(0, $1.pending - ($1.inFlight == nil ? 0 : 1)) }
                     if left > progress.counts.remaining { progress.expect(more: left) }
                 }
-                return false
+                return .done
             }
             group.addTask {
                 while !Task.isCancelled {
                     try? await Task.sleep(for: storeCheckInterval)
                     progress.wake()
                 }
-                return false
+                return .done
             }
             group.addTask {
                 for await _ in signals.stream {
-                    return true
+                    return .interrupted
                 }
-                return false
+                return .done
             }
             group.addTask {
                 while !Task.isCancelled {
@@ -90,12 +111,13 @@ enum Runner {
                         break
                     }
                 }
-                return false
+                return .done
             }
-            let first = await group.next() ?? false
+            let first = await group.next() ?? .done
             group.cancelAll()
             return first
         }
+        let interrupted = if case .interrupted = ending { true } else { false }
         if interrupted {
             printer.finishLine()
             printer.note("interrupted: letting the running uploads finish (Ctrl-C again to quit at once)…")
@@ -105,7 +127,9 @@ enum Runner {
         let elapsed = clock.now - start
         printer.show(progress.counts, elapsed: elapsed, force: true)
         printer.finishLine()
-        return RunReport(counts: progress.counts, elapsed: elapsed, interrupted: interrupted)
+        var stuck: [String] = []
+        if case .stuck(let names) = ending { stuck = names }
+        return RunReport(counts: progress.counts, elapsed: elapsed, interrupted: interrupted, stuck: stuck)
     }
 }
 

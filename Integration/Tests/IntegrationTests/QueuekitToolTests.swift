@@ -1,4 +1,5 @@
 import Foundation
+import TaskBroker
 import Testing
 
 /// The `queuekit` binary run as a subprocess, on real SQLite files and on the real PostgreSQL
@@ -82,6 +83,32 @@ struct QueuekitToolTests {
         #expect(run.stdout.contains("handled 51: 50 uploaded, 1 dead-lettered"), "\(run.stdout)")
         let stats = try await tool.run(["stats"] + db, in: folder.url)
         #expect(stats.stdout.contains("total: 0 queue(s), 0 pending"), "\(stats.stdout)")
+    }
+
+    /// An upload the tool cannot decode (written by another program, or a newer version) pauses
+    /// its queue until `queuekit retry`. With nothing else left, `work` waited for it forever,
+    /// printing nothing; it now stops with one line that names the queue and the way out.
+    @Test func workStopsWithAnErrorWhenWhatIsLeftWaitsForRetry() async throws {
+        let folder = try TemporaryDirectory()
+        let path = folder.path("q.sqlite")
+        let db = ["--database", "sqlite:\(path)"]
+        let enqueued = try await QueuekitBinary.run(["enqueue", "--queue", "bob", "--count", "3"] + db, in: folder.url)
+        #expect(enqueued.status == 0, "\(enqueued.stderr)")
+        struct Foreign: TaskQueueAction {
+            var key = "foreign"
+            var collection = "uploads"
+            var queueName = "uploads-alice"
+            var shape = "not an upload"
+        }
+        let database = try await TaskDatabase.sqlite(path: path)
+        try await database.save(Foreign())
+
+        let run = try await QueuekitBinary.run(["work"] + Self.fast + db, in: folder.url)
+        #expect(run.status == 1, "\(run.stdout)")
+        #expect(run.stdout.contains("handled 3: 3 uploaded"), "\(run.stdout)")
+        #expect(run.stderrLines.count == 1)
+        #expect(run.stderr.contains("uploads-alice is paused until restarted"), "\(run.stderr)")
+        #expect(run.stderr.contains("queuekit retry alice"), "\(run.stderr)")
     }
 
     @Test func aWatchingWorkerKeepsTakingWhatOtherProcessesEnqueueUntilSIGINT() async throws {
