@@ -122,8 +122,9 @@ extension TaskDatabase {
                     guard let value = item.value, !value.isEmpty else { throw invalid("schema is empty") }
                     schema = value
                 case "lease":
-                    guard let value = item.value.flatMap(Double.init), value.isFinite, value > 0 else {
-                        throw invalid("lease must be a positive number of seconds")
+                    // Checked before the conversion: a value past Int64's milliseconds trapped.
+                    guard let value = item.value.flatMap(Double.init), value.isFinite, value > 0, value <= 86_400 else {
+                        throw invalid("lease must be a positive number of seconds, at most 86400 (a day)")
                     }
                     leaseDuration = .milliseconds(Int64((value * 1000).rounded()))
                 case "sslmode":
@@ -167,6 +168,10 @@ extension TaskDatabase {
             "\(host):\(port)/\(database ?? username)"
         }
 
+        /// The longest lease: a day. A dead worker's queues wait that long for another worker;
+        /// far longer, the server's timestamps overflow and every claim fails.
+        static let longestLease: Duration = .seconds(86_400)
+
         /// Checks what the server cannot check for us.
         func validated() throws -> Self {
             let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789_")
@@ -176,8 +181,23 @@ extension TaskDatabase {
                     message: "The schema name \"\(schema)\" is not usable: use lowercase letters, digits and _ (at most 40 characters, not starting with a digit)."
                 )
             }
-            guard leaseDuration > .milliseconds(100) else {
-                throw TaskBrokerError(code: .invalidConfiguration, message: "The lease duration must be longer than 100 ms; got \(leaseDuration).")
+            guard leaseDuration > .milliseconds(100), leaseDuration <= Self.longestLease else {
+                throw TaskBrokerError(
+                    code: .invalidConfiguration,
+                    message: "The lease duration must be longer than 100 ms and at most a day (86,400 s); got \(leaseDuration)."
+                )
+            }
+            // PostgreSQL reserves these: CREATE SCHEMA refuses them, which read as a permission problem.
+            guard !schema.hasPrefix("pg_") else {
+                throw TaskBrokerError(
+                    code: .invalidConfiguration,
+                    message: "The schema name \"\(schema)\" is reserved by PostgreSQL (names starting with pg_); choose another."
+                )
+            }
+            // Both are counted in milliseconds (Int64) on their way to postgres-nio and SQL: far
+            // larger values would trap there.
+            guard connectTimeout > .zero, connectTimeout <= .seconds(3_600) else {
+                throw TaskBrokerError(code: .invalidConfiguration, message: "The connect timeout must be more than 0 and at most an hour; got \(connectTimeout).")
             }
             guard heartbeatInterval >= .milliseconds(10) else {
                 throw TaskBrokerError(code: .invalidConfiguration, message: "The heartbeat interval must be at least 10 ms; got \(heartbeatInterval).")

@@ -396,7 +396,12 @@ struct PostgresTests {
         }
     }
 
-    @Test(arguments: ["mysql://u@h/d", "postgres://h/d", "postgres://u@/d", "postgres://u@h/d?lease=-1", "postgres://u@h/d?sslmode=require", "postgres://u@h/d?x=1"])
+    @Test(arguments: [
+        "mysql://u@h/d", "postgres://h/d", "postgres://u@/d", "postgres://u@h/d?lease=-1", "postgres://u@h/d?sslmode=require",
+        "postgres://u@h/d?x=1",
+        // Past Int64's milliseconds: the conversion trapped.
+        "postgres://u@h/d?lease=1e17", "postgres://u@h/d?lease=86401",
+    ])
     func anUnusableURLIsATypedError(_ url: String) {
         #expect { _ = try TaskDatabase.PostgresConfiguration(url: url) } throws: { error in
             (error as? TaskBrokerError)?.code == .invalidConfiguration
@@ -408,6 +413,21 @@ struct PostgresTests {
         #expect(configuration.host == "db.internal" && configuration.port == 6543)
         #expect(configuration.username == "app@x" && configuration.password == "p/w" && configuration.database == "jobs")
         #expect(configuration.schema == "work" && configuration.leaseDuration == .milliseconds(2_500))
+    }
+
+    /// A schema name PostgreSQL reserves, a lease of a century (every claim would overflow the
+    /// server's timestamps) and a connect timeout past Int64's milliseconds (trapped).
+    @Test(arguments: ["schema", "lease", "connect"])
+    func anUnusableSettingIsRefusedBeforeConnecting(_ setting: String) async throws {
+        var configuration = try TestStore(.postgres).postgresConfiguration()
+        switch setting {
+        case "schema": configuration.schema = "pg_tasks"
+        case "lease": configuration.leaseDuration = .seconds(100 * 365 * 86_400)
+        default: configuration.connectTimeout = .seconds(Int64.max / 100)
+        }
+        await #expect { _ = try await TaskDatabase.postgres(configuration: configuration) } throws: { error in
+            (error as? TaskBrokerError)?.code == .invalidConfiguration
+        }
     }
 
     @Test func anUnusableSchemaNameIsRefusedBeforeConnecting() async throws {
