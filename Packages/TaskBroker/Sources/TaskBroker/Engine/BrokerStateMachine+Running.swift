@@ -113,6 +113,13 @@ extension BrokerStateMachine {
                 // expires if nothing is left to run); a stopping broker lets its leases go at once,
                 // or other workers would wait a whole lease for the queues it claimed as it stopped.
                 endFlight(&state)
+                if state.released {
+                    // The lease was reported lost while the claim ran: no outcome will come to
+                    // clear the mark (the head never started), and what the broker knows of the
+                    // queue may be stale. Read it again; its head is claimed anew after.
+                    state.released = false
+                    readAgain(&state, queueName)
+                }
                 notStarted.append(queueName)
                 if result == .granted, phase != .running { unused.append(queueName) }
                 continue
@@ -123,8 +130,7 @@ extension BrokerStateMachine {
             case .changed:
                 // The head is gone, changed or paused since it was read: read the queue again.
                 endFlight(&state)
-                state.load = Queue.Load()
-                loadsToIssue.append(queueName)
+                readAgain(&state, queueName)
             case .heldElsewhere(let until):
                 // Another worker runs the queue: wait for its lease to expire (it dies) or for the
                 // queue to change, then read it again.
@@ -137,6 +143,19 @@ extension BrokerStateMachine {
         }
         if !unused.isEmpty { out.append(.release(unused)) }
         start(runs, into: &out)
+    }
+
+    /// Reads a queue again (its state held out of `queues`): starts a read, or, when one is under
+    /// way, has it read again once it answers (starting a second read instead lost the first
+    /// one's "read again", and the first answer, older, was applied). A read waiting for its retry
+    /// reads everything anew anyway.
+    mutating func readAgain(_ state: inout Queue, _ queueName: String) {
+        guard let load = state.load else {
+            state.load = Queue.Load()
+            loadsToIssue.append(queueName)
+            return
+        }
+        if load.inProgress { state.load?.again = true }
     }
 
     mutating func claimFailed(_ heads: [StoredTask], message: String, into out: inout [Output]) {
@@ -184,15 +203,17 @@ extension BrokerStateMachine {
             if state.released {
                 // Another worker took the queue over while the action ran: the outcome was not
                 // stored (the other worker runs the action). What this broker knew of the queue is
-                // stale: read it again.
+                // stale: read it again. A read already under way is kept (it reads again once it
+                // answers: marked above), not doubled: a second read lost the first one's "read
+                // again", and the first answer, older, was the one applied.
                 for entry in state.waiting[state.head...] where locations[entry.id] == queueName {
                     locations[entry.id] = nil
                 }
                 if let held = state.held, locations[held.id] == queueName { locations[held.id] = nil }
-                var fresh = Queue(load: Queue.Load())
+                var fresh = Queue(load: state.load)
                 fresh.loadedThrough = state.loadedThrough
+                readAgain(&fresh, queueName)
                 queues[queueName] = fresh
-                loadsToIssue.append(queueName)
                 out.append(.emit(.leaseLost(queueName: queueName, key: task.key, collection: task.collection)))
                 continue
             }

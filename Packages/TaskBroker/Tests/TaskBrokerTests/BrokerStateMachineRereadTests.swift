@@ -1,0 +1,46 @@
+import Foundation
+import Testing
+@testable import TaskBroker
+
+/// A queue read again while its head's claim runs (shared backends): what the claim answers must
+/// not undo the read under way, and a lease reported lost meanwhile must not stall the queue.
+struct BrokerStateMachineRereadTests {
+    /// Two changes arrive while the claim of `a` runs: the first starts a read, the second (a
+    /// save of `c`, after that read's snapshot) asks for one more. The claim then answers
+    /// `.changed`. It used to start a second read and forget the first one's "read again": the
+    /// first read's answer (without `c`) was applied, the second's dropped, and `c` stayed
+    /// stored, never run, until the queue changed again.
+    @Test func aRefusedClaimDuringARereadKeepsTheReadAgainThatIsAsked() throws {
+        var h = MachineHarness(claimsHeads: true)
+        let a = h.entry("a", "q")
+        _ = h.send(.start(["q"]))
+        #expect(h.send(MachineHarness.loaded("q", [a])).claims == [["a"]])
+        #expect(h.send(.changes([.reload(["q"])])).loads == [["q"]], "a replaced: read the queue")
+        #expect(h.send(.changes([.reload(["q"])])).loads.isEmpty, "c saved: read it again after this read")
+        let refused = h.send(.claimed([a.task], results: [.changed]))
+        #expect(refused.loads.isEmpty, "a read is already under way")
+        let a2 = h.resaved(a)
+        let c = h.entry("c", "q")
+        #expect(h.send(MachineHarness.loaded("q", [a2])).loads == [["q"]], "the read from before c's save is read again")
+        #expect(h.send(MachineHarness.loaded("q", [a2, c])).claims == [["a"]])
+        #expect(h.send(.claimed([a2.task], results: [.granted])).runs == ["a"])
+        #expect(h.send(.stored([.success(a2)])).claims == [["c"]], "c runs")
+    }
+
+    /// A lease reported lost while the queue's head is being claimed: the queue is read again
+    /// and claimed anew. It used to be marked released for an outcome that never came (the head
+    /// never started), so every later claim was granted and not used, in a loop, and the queue
+    /// never ran again.
+    @Test func aLeaseLostWhileTheHeadIsClaimedRereadsTheQueueInsteadOfStallingIt() {
+        var h = MachineHarness(claimsHeads: true)
+        let a = h.entry("a", "q")
+        _ = h.send(.start(["q"]))
+        #expect(h.send(MachineHarness.loaded("q", [a])).claims == [["a"]])
+        #expect(h.send(.leaseLost(["q"])).loads.isEmpty, "the claim is still under way")
+        let granted = h.send(.claimed([a.task], results: [.granted]))
+        #expect(granted.runs.isEmpty)
+        #expect(granted.loads == [["q"]], "read the queue again")
+        #expect(h.send(MachineHarness.loaded("q", [a])).claims == [["a"]])
+        #expect(h.send(.claimed([a.task], results: [.granted])).runs == ["a"])
+    }
+}
