@@ -78,4 +78,31 @@ struct LifetimeTests {
         _ = await recorder.wait { $0 == .stopped }
         #expect(try await database.snapshot().isEmpty)
     }
+
+    /// Two brokers whose filters overlap: the one that saw the shared queue first owns it, and
+    /// the other ignores it. Once the owner shuts down, the other takes the queue. It used to
+    /// ignore it for good: later saves to the queue were never run while it was up.
+    @Test func aQueueWhoseOwnerShutsDownGoesToAnotherBrokerWhoseFilterAcceptsIt() async throws {
+        let directory = try TemporaryDirectory()
+        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+        let first = RecordingHandler<TestAction>()
+        let owner = try await TaskQueueBroker.setup(database: database, name: "first", handler: first) { $0 == "shared" }
+        try await database.save(TestAction(key: "a", queueName: "shared"))
+        #expect(await first.handled.values(count: 1) == ["a"], "the only broker then: it owns the queue")
+        let second = RecordingHandler<TestAction>()
+        let other = try await TaskQueueBroker.setup(database: database, name: "second", handler: second) {
+            $0 == "shared" || $0 == "second-only"
+        }
+        try await database.save(TestAction(key: "a2", queueName: "shared"))
+        #expect(await first.handled.values(count: 2) == ["a", "a2"])
+        // Changes reach a broker in commit order: once it ran "b", it had seen "a2" (and ignored it).
+        try await database.save(TestAction(key: "b", queueName: "second-only"))
+        #expect(await second.handled.values(count: 1) == ["b"])
+
+        await owner.shutdown()
+        try await database.save(TestAction(key: "c", queueName: "shared"))
+        #expect(await second.handled.values(count: 2) == ["b", "c"])
+        await other.shutdown()
+        #expect(first.handled.values == ["a", "a2"])
+    }
 }

@@ -135,6 +135,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 applied.append(.purged(queueName))
             case .external(let queueNames):
                 applied.append(.reload(queueNames))
+            case .unowned(let queueNames):
+                applied.append(.unowned(queueNames))
             }
         }
         mailbox.post(.changes(applied))

@@ -108,6 +108,9 @@ enum BrokerChange: Sendable {
     /// These queues changed in a way the broker cannot replay (another process wrote them): read
     /// them again.
     case reload([String])
+    /// The broker of this process that owned these queues stopped: a broker that ignored them
+    /// because of it may take them now.
+    case unowned([String])
 }
 
 /// A decoded action, type-erased so that the state machine is not generic.

@@ -170,6 +170,12 @@ extension BrokerStateMachine {
             for queueName in queueNames {
                 reload(queueName, into: &out)
             }
+        case .unowned(let queueNames):
+            // Ignored because another broker owned them: asked again (`accepts` takes them if this
+            // broker's filter accepts them and no other broker took them first).
+            for queueName in queueNames where ignored.remove(queueName) != nil {
+                reload(queueName, into: &out)
+            }
         }
     }
 

@@ -45,7 +45,9 @@ final class BrokerRegistration: Sendable {
         }
         guard let listener else { return }
         if let listener { hub.notifier.remove(listener) }
-        hub.registry.unregister(brokerID)
+        let freed = hub.registry.unregister(brokerID)
+        // Brokers whose filters also accept these queues ignored them while this one owned them.
+        if !freed.isEmpty { hub.notifier.notify([.unowned(queueNames: freed)]) }
         hub.locks?.unlock(claim.name)
         if watches { hub.releaseWatcher() }
         if feeds { hub.releaseFeed() }

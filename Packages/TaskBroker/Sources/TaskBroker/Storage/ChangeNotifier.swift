@@ -11,6 +11,8 @@ enum TaskChange: Sendable {
     /// Another process changed these queues (seen through the SQLite file's change journal or a
     /// shared backend's change feed).
     case external(queueNames: [String])
+    /// The broker that owned these queues in this process stopped: another may take them.
+    case unowned(queueNames: [String])
 }
 
 extension TaskChange {

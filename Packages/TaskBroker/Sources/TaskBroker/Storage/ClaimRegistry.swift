@@ -62,10 +62,15 @@ final class ClaimRegistry: Sendable {
     }
 
     /// Forgets a broker and every queue it owns.
-    func unregister(_ id: UInt64) {
+    ///
+    /// - Returns: The queues it owned, sorted: another broker whose filter accepts one may take it now.
+    @discardableResult
+    func unregister(_ id: UInt64) -> [String] {
         state.withLock { state in
             state.brokers[id] = nil
+            let freed = state.owners.filter { $0.value == id }.keys.sorted()
             state.owners = state.owners.filter { $0.value != id }
+            return freed
         }
     }
 }
