@@ -31,7 +31,9 @@ import Synchronization
 public final class FileBasedPersister<JobType: QueueJob>: JobPersister, Sendable {
     /// The queue name as given.
     public let queueName: String
-    private let store: Result<FileJobStore, PersistenceError>
+    private let root: Result<URL, PersistenceError>
+    /// The queue folder's store, once found (``openStore()``).
+    private let resolved = Mutex<FileJobStore?>(nil)
     private let logger: Logger
     private let issues = Mutex<[PersistenceError]>([])
 
@@ -78,21 +80,17 @@ public final class FileBasedPersister<JobType: QueueJob>: JobPersister, Sendable
     private init(handling: JobType.Type, queueName: String, root: Result<URL, PersistenceError>, logger: Logger) {
         self.queueName = queueName
         self.logger = logger
-        self.store = root.map { root in
-            FileJobStore.shared(
-                directory: QueueFolder.resolve(queueName, in: root)
-            )
-        }
+        self.root = root
         // Create the folder now so that it exists; a failure is reported by the first call.
-        if case .success(let store) = store {
+        if let store = try? openStore() {
             try? store.open(readID: Self.id(from:))
         }
     }
 
-    /// The folder that holds this queue's job files, or `nil` when the default location
-    /// could not be determined.
+    /// The folder that holds this queue's job files, or `nil` when it is not known (yet): the
+    /// default location could not be determined, or the folder's owner could not be read.
     public var directory: URL? {
-        guard case .success(let store) = store else { return nil }
+        guard let store = try? openStore() else { return nil }
         return URL(fileURLWithPath: store.directory, isDirectory: true)
     }
 
@@ -122,8 +120,17 @@ public final class FileBasedPersister<JobType: QueueJob>: JobPersister, Sendable
         issues.withLock { $0 }
     }
 
+    /// The queue folder's store, found at the first call that succeeds: a folder whose owner
+    /// cannot be read now (a transient EMFILE, say) is looked up again at the next call.
     private func openStore() throws(PersistenceError) -> FileJobStore {
-        try store.get()
+        if let store = resolved.withLock({ $0 }) { return store }
+        let folder = try QueueFolder.resolve(queueName, in: try root.get())
+        let store = FileJobStore.shared(directory: folder)
+        return resolved.withLock { resolved in
+            if let resolved { return resolved }
+            resolved = store
+            return store
+        }
     }
 
     /// Stores `jobs` durably, in order, after every job already stored; a job whose `id` is

@@ -100,25 +100,30 @@ enum QueueFolder {
     /// already-safe name keeps its folder). So `"Upload Queue"` and `"Upload-Queue"` never share
     /// a folder: the first to open gets `Upload-Queue`, the other `Upload-Queue-<hash>`, and each
     /// keeps its own from then on.
-    static func resolve(_ name: String, in root: URL) -> URL {
+    ///
+    /// - Throws: ``PersistenceError`` `.storageUnavailable` when an owner file exists but cannot
+    ///   be read (EACCES, EIO, EMFILE): whose folder it is stays unknown, and taking it could mean
+    ///   loading, running and clearing another queue's jobs.
+    static func resolve(_ name: String, in root: URL) throws(PersistenceError) -> URL {
         let primary = root.appendingPathComponent(sanitize(name), isDirectory: true)
-        if claim(primary, for: name) { return primary }
+        if try claim(primary, for: name) { return primary }
         let secondary = root.appendingPathComponent(sanitize(name) + "-" + hexHash(name), isDirectory: true)
-        _ = claim(secondary, for: name)
+        _ = try claim(secondary, for: name)
         return secondary
     }
 
     /// Whether `folder` belongs to `name`, claiming it when it is new or unowned. A folder that
-    /// cannot be created or read counts as `name`'s: the store reports the real error.
+    /// cannot be created counts as `name`'s: the store reports the real error. An owner file that
+    /// exists but cannot be read is an error: the folder may be another queue's.
     ///
     /// The owner file is written whole under a name of its own and then linked into place:
     /// `link` fails when the owner file exists, so of two queues that claim the folder at once
     /// (two persisters made on two threads, two processes) exactly one gets it, and the other
     /// reads its name. Checked, then written (as before), both could claim it and share it.
-    private static func claim(_ folder: URL, for name: String) -> Bool {
+    private static func claim(_ folder: URL, for name: String) throws(PersistenceError) -> Bool {
         let owner = folder.appendingPathComponent(ownerFile).path
-        if let data = FileManager.default.contents(atPath: owner) {
-            return String(decoding: data, as: UTF8.self) == name
+        if let recorded = try readOwner(owner) {
+            return recorded == name
         }
         do {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -129,13 +134,34 @@ enum QueueFolder {
             try DurableFile.writeNewFile(Data(name.utf8), to: temporary)
             defer { try? DurableFile.remove(temporary) }
             if link(temporary, owner) != 0 {
-                guard errno == EEXIST, let data = FileManager.default.contents(atPath: owner) else { return true }
-                return String(decoding: data, as: UTF8.self) == name
+                guard errno == EEXIST else { return true }
+                // Another queue linked its name first.
+                return try readOwner(owner) == name
             }
+        } catch let error as PersistenceError {
+            throw error
         } catch {
             return true
         }
         return true
+    }
+
+    /// The queue name an owner file records; `nil` when there is no owner file.
+    ///
+    /// - Throws: ``PersistenceError`` `.storageUnavailable` when it exists but cannot be read.
+    private static func readOwner(_ path: String) throws(PersistenceError) -> String? {
+        do {
+            return String(decoding: try Data(contentsOf: URL(fileURLWithPath: path)), as: UTF8.self)
+        } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
+            return nil
+        } catch {
+            throw PersistenceError(
+                code: .storageUnavailable,
+                message: "Cannot read the owner file of queue folder \((path as NSString).deletingLastPathComponent), so which queue owns it is unknown; check its permissions (or the process's open files), then try again.",
+                path: path,
+                underlying: error
+            )
+        }
     }
 
     /// A stable 64-bit FNV-1a hash in hex; not for security, only to keep names apart.
