@@ -173,7 +173,22 @@ final class FileJobStore: Sendable {
             highest = max(highest ?? sequence, sequence)
             lowest = min(lowest ?? sequence, sequence)
             var id = parsedID
-            if id == nil, let data = try? DurableFile.read(path(name)) {
+            if id == nil {
+                // A long id, hashed in the name: read from the file. A file that cannot be read
+                // fails the open (tried again at the next call): left out of the index, its job
+                // could not be deleted or replaced in this process. One that reads but does not
+                // decode is damaged: `load()` moves it aside.
+                let data: Data
+                do {
+                    data = try DurableFile.read(path(name))
+                } catch {
+                    throw PersistenceError(
+                        code: .readFailed,
+                        message: "A job file could not be read while opening the queue folder; nothing was changed. Check its permissions (or the process's open files) and try again.",
+                        path: path(name),
+                        underlying: error
+                    )
+                }
                 id = try? readID(data)
             }
             guard let id else { continue }

@@ -33,4 +33,33 @@ struct QueueFolderOwnerTests {
         #expect(spaced.directory != folder)
         #expect(try dashed.load() == [theirs])
     }
+
+    /// A job with a long id has a hashed file name: its id is read from the file when the folder
+    /// is opened. A read that failed then (EIO, EMFILE; here a folder in the file's place) left
+    /// the job out of the index for the life of the process: `delete` found nothing and the job
+    /// ran again after a restart. The open now fails, and is tried again at the next call.
+    @Test func aJobFileThatCannotBeReadWhenTheFolderOpensIsNotLeftOutOfTheIndex() throws {
+        let directory = try TemporaryDirectory()
+        let job = CuteJob(id: String(repeating: ".", count: 200))
+        let folder: URL
+        do {
+            let writer = FileBasedPersister(handling: CuteJob.self, queueName: "long-ids", directory: directory.url)
+            try writer.persist([job])
+            folder = try #require(writer.directory)
+        }
+        let file = try #require(try FileManager.default.contentsOfDirectory(atPath: folder.path).first { $0.hasSuffix(".job") })
+        let original = folder.appendingPathComponent(file)
+        let aside = directory.url.appendingPathComponent("aside.job")
+        try FileManager.default.moveItem(at: original, to: aside)
+        try FileManager.default.createDirectory(at: original, withIntermediateDirectories: false)
+
+        let reader = FileBasedPersister(handling: CuteJob.self, queueName: "long-ids", directory: directory.url)
+        let error = #expect(throws: PersistenceError.self) { try reader.load() }
+        #expect(error?.code == .readFailed)
+
+        try FileManager.default.removeItem(at: original)
+        try FileManager.default.moveItem(at: aside, to: original)
+        try reader.delete(job)
+        #expect(try reader.load() == [], "deleted: it does not run again")
+    }
 }
