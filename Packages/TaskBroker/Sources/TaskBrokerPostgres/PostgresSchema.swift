@@ -499,9 +499,38 @@ struct PostgresSchema: Sendable {
     /// queue names over ~2,700 bytes, so only both long at once come near it).
     static let entryLimit = 3_000
 
-    /// Extends the leases the owner still holds under these epochs; returns the renewed queues.
+    /// Extends the leases the owner still holds under these epochs, without waiting for a lease
+    /// row that another transaction has locked; one row per queue the owner still holds: `true`
+    /// when renewed, `false` when its row was locked (still held: renewed at the next renewal).
+    ///
+    /// Not waiting is the point: a finish holds its lease rows while its DELETE waits for an
+    /// action's row, which a caller's own transaction (`database.write`) may hold for as long as
+    /// it likes. A renewal that waited behind it renewed none of the worker's other leases, which
+    /// expired, and other workers took over queues whose actions still ran here. A renewal that
+    /// never waits cannot deadlock either, whatever order it meets the rows in.
     func renewQuery(queueNames: [String], epochs: [Int64], owner: String, leaseMilliseconds: Int64) -> PostgresQuery {
-        leaseQuery(queueNames: queueNames, epochs: epochs, owner: owner, expiringInMilliseconds: leaseMilliseconds)
+        """
+        WITH wanted AS (
+            SELECT * FROM unnest(\(queueNames)::text[], \(epochs)::int8[]) AS l(name, epoch)
+        ),
+        held AS (
+            SELECT q.name FROM \(unescaped: queue) q
+            JOIN wanted l ON q.name = l.name AND q.epoch = l.epoch
+            WHERE q.owner = \(owner)
+            ORDER BY q.name
+            FOR NO KEY UPDATE OF q SKIP LOCKED
+        ),
+        renewed AS (
+            UPDATE \(unescaped: queue) q SET expires_at = clock_timestamp() + \(leaseMilliseconds) * interval '1 millisecond'
+            FROM held WHERE q.name = held.name
+            RETURNING q.name
+        )
+        SELECT name, true FROM renewed
+        UNION ALL
+        SELECT q.name, false FROM \(unescaped: queue) q
+        JOIN wanted l ON q.name = l.name AND q.epoch = l.epoch
+        WHERE q.owner = \(owner) AND q.name NOT IN (SELECT name FROM renewed)
+        """
     }
 
     /// Ends the leases `owner` holds under these epochs now; returns the queues released.
@@ -510,8 +539,8 @@ struct PostgresSchema: Sendable {
     }
 
     /// Sets the expiry of the leases `owner` holds under these epochs; returns their queues. The
-    /// rows are locked in name order first, as the finish function locks them (a renewal that
-    /// updated them in another order deadlocked with a finish under load).
+    /// rows are locked in name order first, as the finish function locks them (two statements
+    /// that lock them in different orders deadlock under load).
     private func leaseQuery(queueNames: [String], epochs: [Int64], owner: String, expiringInMilliseconds milliseconds: Int64) -> PostgresQuery {
         """
         WITH held AS (

@@ -374,6 +374,7 @@ public final class PostgresTaskStorage: TaskStorage {
     }
 
     /// Extends the leases `owner` holds on queues whose actions still run; returns those it lost.
+    /// A lease whose row another transaction holds is not waited for (see `PostgresSchema.renewQuery`).
     public func renew(_ queueNames: [String], owner: String, leaseDuration: Duration) async throws -> [String] {
         guard !queueNames.isEmpty else { return [] }
         let held = epochs.withLock { epochs in
@@ -387,8 +388,9 @@ public final class PostgresTaskStorage: TaskStorage {
                 sql.renewQuery(queueNames: held.map(\.0), epochs: held.map(\.1), owner: owner, leaseMilliseconds: lease.milliseconds),
                 logger: logger
             )
+            // Renewed, or still held with its row locked (a finish of it under way): not lost.
             var renewed: Set<String> = []
-            for try await name in rows.decode(String.self) {
+            for try await (name, _) in rows.decode((String, Bool).self) {
                 renewed.insert(name)
             }
             // A lease released meanwhile (its outcome stored) is not lost.

@@ -8,7 +8,7 @@ import Testing
 /// Every statement that waits for queues' lease rows locks them in name order. A finish and the
 /// lease renewal that locked the same rows in different orders deadlocked under load (PostgreSQL
 /// aborted one of them after a second: seen in the burn-down benchmark with short leases and two
-/// finishes under way at once).
+/// finishes under way at once). The renewal now waits for no row at all.
 ///
 /// Each test holds the row of queue "q-a" in another transaction, starts the operation on "q-b"
 /// and "q-a" (in that order), waits until the server shows it waiting for the lock, and then
@@ -22,11 +22,47 @@ struct PostgresLockOrderTests {
         #expect(report == TaskFinishReport(), "both outcomes are stored once the other transaction ends")
     }
 
-    @Test func aRenewalLocksTheLeasesInNameOrder() async throws {
-        let lost = try await whileHoldingQueueA { storage, _ in
-            try await storage.renew(["q-b", "q-a"], owner: "w", leaseDuration: .seconds(30))
+    /// A caller's transaction holds the row of the action running in "q-a"; the finish of that
+    /// action locks the lease of "q-a" and waits for the caller. The renewal of both leases does
+    /// not wait behind them: it renews "q-b" now and counts "q-a" as still held. It used to wait
+    /// (for as long as the caller's transaction lasted), renewing nothing, so the worker's other
+    /// leases expired and other workers took over queues whose actions still ran here.
+    @Test func aRenewalDoesNotWaitForALeaseAFinishHoldsBehindACallersTransaction() async throws {
+        let (store, database, saved) = try await twoRunningActions()
+        let storage = database.storage
+        let schema = "\"\(store.schema)\""
+        /// The seconds the lease of `queue` has left.
+        func left(_ queue: String) async throws -> Double {
+            try await database.write { tx in
+                var left = 0.0
+                let sql = "SELECT extract(epoch FROM expires_at - clock_timestamp())::float8 FROM \(schema).queue WHERE name = '\(queue)'"
+                for try await value in try await tx.query(PostgresQuery(unsafeSQL: sql)).decode(Double.self) { left = value }
+                return left
+            }
         }
-        #expect(lost.isEmpty, "both leases are renewed once the other transaction ends")
+        try await database.write { tx in
+            try await tx.execute(PostgresQuery(unsafeSQL: "UPDATE \(schema).queue SET expires_at = clock_timestamp() + interval '5 seconds'"))
+        }
+        let caller = try await store.open()
+        let (locked, lockedSignal) = AsyncStream<Void>.makeStream()
+        let (end, endSignal) = AsyncStream<Void>.makeStream()
+        let holder = Task {
+            try await caller.write { tx -> Void in
+                try await tx.execute(PostgresQuery(unsafeSQL: "SELECT 1 FROM \(schema).action WHERE key = 'a' FOR UPDATE"))
+                lockedSignal.yield()
+                for await _ in end { break }
+            }
+        }
+        for await _ in locked { break }
+        let finish = Task { try await storage.finish([.completed(saved[0])], owner: "w") }
+        try await waitUntil(caller, schema: store.schema, backendsWaitingForALock: 1)
+
+        let lost = try await storage.renew(["q-a", "q-b"], owner: "w", leaseDuration: .seconds(30))
+        #expect(lost.isEmpty, "q-a is still held: its finish is under way")
+        #expect(try await left("q-b") > 20, "q-b was renewed without waiting")
+        endSignal.yield()
+        try await holder.value
+        #expect(try await finish.value == TaskFinishReport())
     }
 
     @Test func aReleaseLocksTheLeasesInNameOrder() async throws {
