@@ -123,7 +123,9 @@ extension TaskDatabase {
                     schema = value
                 case "lease":
                     // Checked before the conversion: a value past Int64's milliseconds trapped.
-                    guard let value = item.value.flatMap(Double.init), value.isFinite, value > 0, value <= 86_400 else {
+                    guard let value = item.value.flatMap(Double.init), value.isFinite, value > 0,
+                          value <= Double(Self.longestLease.components.seconds)
+                    else {
                         throw invalid("lease must be a positive number of seconds, at most 86400 (a day)")
                     }
                     leaseDuration = .milliseconds(Int64((value * 1000).rounded()))

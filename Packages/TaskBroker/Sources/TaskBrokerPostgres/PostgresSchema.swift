@@ -500,8 +500,8 @@ struct PostgresSchema: Sendable {
     static let entryLimit = 3_000
 
     /// Extends the leases the owner still holds under these epochs, without waiting for a lease
-    /// row that another transaction has locked; one row per queue the owner still holds: `true`
-    /// when renewed, `false` when its row was locked (still held: renewed at the next renewal).
+    /// row that another transaction has locked; returns the queues the owner still holds: those
+    /// renewed, and those whose row was locked (renewed at the next renewal).
     ///
     /// Not waiting is the point: a finish holds its lease rows while its DELETE waits for an
     /// action's row, which a caller's own transaction (`database.write`) may hold for as long as
@@ -525,9 +525,9 @@ struct PostgresSchema: Sendable {
             FROM held WHERE q.name = held.name
             RETURNING q.name
         )
-        SELECT name, true FROM renewed
+        SELECT name FROM renewed
         UNION ALL
-        SELECT q.name, false FROM \(unescaped: queue) q
+        SELECT q.name FROM \(unescaped: queue) q
         JOIN wanted l ON q.name = l.name AND q.epoch = l.epoch
         WHERE q.owner = \(owner) AND q.name NOT IN (SELECT name FROM renewed)
         """

@@ -390,7 +390,7 @@ public final class PostgresTaskStorage: TaskStorage {
             )
             // Renewed, or still held with its row locked (a finish of it under way): not lost.
             var renewed: Set<String> = []
-            for try await (name, _) in rows.decode((String, Bool).self) {
+            for try await name in rows.decode(String.self) {
                 renewed.insert(name)
             }
             // A lease released meanwhile (its outcome stored) is not lost.

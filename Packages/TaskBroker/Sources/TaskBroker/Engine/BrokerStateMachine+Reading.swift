@@ -101,12 +101,7 @@ extension BrokerStateMachine {
         }
         // Read again, the queue's head is claimed again before it runs.
         state.nextClaim = nil
-        if state.load == nil {
-            state.load = Queue.Load()
-            loadsToIssue.append(queueName)
-        } else if state.load?.inProgress == true {
-            state.load?.again = true
-        }
+        readAgain(&state, queueName)
         queues[queueName] = state
     }
 
