@@ -79,10 +79,18 @@ struct PostgresSchema: Sendable {
     }
 
     /// Brings the schema up to date. Workers that start at once on an empty database take an
-    /// advisory lock in turn: the first migrates, the others find it done.
+    /// advisory lock in turn: the first migrates, the others find it done. A schema already at
+    /// this version is only read: a worker's role needs no CREATE privilege once an owner's role
+    /// has migrated it.
     ///
     /// - Throws: `incompatibleSchema` when a newer TaskBroker wrote the database.
     func migrate(on connection: PostgresConnection, logger: Logger) async throws {
+        // Outside the transaction: a role that may not read the table (or a race with a first
+        // migration) goes on to the path below, which says what to check.
+        if let installed = try? await installedVersion(on: connection, logger: logger) {
+            guard installed <= Self.version else { throw newerSchema(installed) }
+            if installed == Self.version { return }
+        }
         do {
             try await PostgresTaskStorage.inTransaction(connection, logger: logger) { connection in
                 try await connection.execute("SELECT pg_advisory_xact_lock(hashtext(\("queuekit.taskbroker." + schema)))", logger: logger)
@@ -91,18 +99,8 @@ struct PostgresSchema: Sendable {
                     PostgresQuery(unsafeSQL: "CREATE TABLE IF NOT EXISTS \(meta) (name text PRIMARY KEY, value bigint NOT NULL)"),
                     logger: logger
                 )
-                var current: Int64 = 0
-                for try await value in try await connection.query(
-                    PostgresQuery(unsafeSQL: "SELECT value FROM \(meta) WHERE name = 'schema_version'"), logger: logger
-                ).decode(Int64.self) {
-                    current = value
-                }
-                guard current <= Self.version else {
-                    throw TaskBrokerError(
-                        code: .incompatibleSchema,
-                        message: "Schema \"\(schema)\" was written by a newer TaskBroker (schema version \(current); this one knows up to \(Self.version)). Upgrade this worker, or use another schema."
-                    )
-                }
+                let current = try await installedVersion(on: connection, logger: logger) ?? 0
+                guard current <= Self.version else { throw newerSchema(current) }
                 guard current < Self.version else { return }
                 for version in (current + 1)...Self.version {
                     for statement in migrations[version] ?? [] {
@@ -125,10 +123,33 @@ struct PostgresSchema: Sendable {
         } catch {
             throw TaskBrokerError(
                 code: .storageFailed,
-                message: "Could not create or migrate TaskBroker's tables in schema \"\(schema)\"; check that the user may create schemas and tables in this database.",
+                message: "Could not create or migrate TaskBroker's tables in schema \"\(schema)\"; check that the user may create schemas and tables in this database (a role that may not: start one worker with a role that may, once, or after an upgrade; then this role needs USAGE on the schema, SELECT, INSERT, UPDATE and DELETE on its tables and USAGE on its sequence).",
                 underlying: error
             )
         }
+    }
+
+    /// The schema version stored in the schema's `meta` table; `nil` when there is no such table or row.
+    private func installedVersion(on connection: PostgresConnection, logger: Logger) async throws -> Int64? {
+        var exists = false
+        for try await value in try await connection.query("SELECT to_regclass(\(meta)) IS NOT NULL", logger: logger).decode(Bool.self) {
+            exists = value
+        }
+        guard exists else { return nil }
+        var version: Int64?
+        for try await value in try await connection.query(
+            PostgresQuery(unsafeSQL: "SELECT value FROM \(meta) WHERE name = 'schema_version'"), logger: logger
+        ).decode(Int64.self) {
+            version = value
+        }
+        return version
+    }
+
+    private func newerSchema(_ version: Int64) -> TaskBrokerError {
+        TaskBrokerError(
+            code: .incompatibleSchema,
+            message: "Schema \"\(schema)\" was written by a newer TaskBroker (schema version \(version); this one knows up to \(Self.version)). Upgrade this worker, or use another schema."
+        )
     }
 
     // MARK: - Rows

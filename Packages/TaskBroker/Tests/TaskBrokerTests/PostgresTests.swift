@@ -355,6 +355,42 @@ struct PostgresTests {
         #expect(try await migrated.storage.tasks(inQueue: "q").isEmpty)
     }
 
+    /// Workers often run under a role that may read and write the tables but not create any. Once
+    /// the owner's role has migrated the schema, such a worker opens it and runs actions. It used to
+    /// fail at every start: the migration ran `CREATE SCHEMA IF NOT EXISTS` whatever the version.
+    @Test func aWorkerRoleThatMayNotCreateTablesOpensASchemaAtThisVersion() async throws {
+        let store = try TestStore(.postgres)
+        let owner = try await store.open()
+        let role = "worker_\(store.schema)"
+        let schema = "\"\(store.schema)\""
+        try await owner.write { tx in
+            for statement in [
+                "CREATE ROLE \(role) LOGIN PASSWORD 'worker'",
+                "GRANT USAGE ON SCHEMA \(schema) TO \(role)",
+                "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA \(schema) TO \(role)",
+                "GRANT USAGE ON ALL SEQUENCES IN SCHEMA \(schema) TO \(role)",
+            ] {
+                try await tx.execute(PostgresQuery(unsafeSQL: statement))
+            }
+        }
+        var configuration = try store.postgresConfiguration()
+        configuration.username = role
+        configuration.password = "worker"
+        let worker = try await TaskDatabase.postgres(configuration: configuration)
+        await #expect(throws: (any Error).self, "the role may not create tables") {
+            try await worker.write { tx in try await tx.execute(PostgresQuery(unsafeSQL: "CREATE TABLE \(schema).extra (x int)")) }
+        }
+        let handler = RecordingHandler<TestAction>()
+        let broker = try await TaskQueueBroker.setup(database: worker, name: "h", handler: handler)
+        try await worker.save(TestAction(key: "a", queueName: "h-q"))
+        #expect(await handler.handled.values(count: 1) == ["a"])
+        await broker.shutdown()
+        try await owner.write { tx in
+            try await tx.execute(PostgresQuery(unsafeSQL: "DROP OWNED BY \(role)"))
+            try await tx.execute(PostgresQuery(unsafeSQL: "DROP ROLE \(role)"))
+        }
+    }
+
     @Test func manyWorkersStartingAtOnceOnAnEmptySchemaMigrateItOnce() async throws {
         let store = try TestStore(.postgres)
         let databases = try await withThrowingTaskGroup(of: TaskDatabase.self) { group in
