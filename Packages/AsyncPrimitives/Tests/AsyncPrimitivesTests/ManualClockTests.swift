@@ -15,7 +15,7 @@ struct ManualClockTests {
         #expect(woke.count == 0)
         #expect(clock.sleeperCount == 1)
         clock.advance(by: .seconds(1))
-        try await task.value
+        try await task.valueOrCancel
         #expect(woke.values == [ManualClock.Instant(offset: .seconds(2))])
         #expect(clock.sleeperCount == 0)
     }
@@ -37,8 +37,8 @@ struct ManualClockTests {
         #expect(await order.values(count: 1) == [3])
         clock.advance(by: .seconds(2))
         #expect(await order.values(count: 2) == [3, 5])
-        try await late.value
-        try await early.value
+        try await late.valueOrCancel
+        try await early.valueOrCancel
     }
 
     @Test func aPastDeadlineReturnsAtOnce() async throws {
@@ -53,7 +53,7 @@ struct ManualClockTests {
         let task = Task { try await clock.sleep(for: .seconds(60)) }
         await clock.sleepers(atLeast: 1)
         task.cancel()
-        await #expect(throws: CancellationError.self) { try await task.value }
+        await #expect(throws: CancellationError.self) { try await task.valueOrCancel }
         #expect(clock.sleeperCount == 0)
     }
 
@@ -74,7 +74,7 @@ struct ManualClockTests {
             let wait = Task { await collector.values(count: 2) }
             if round.isMultiple(of: 2) { await Task.yield() }
             wait.cancel()
-            #expect(await wait.value == [round])
+            #expect(await wait.valueOrCancel == [round])
             // The collector still works for a wait that is not cancelled.
             collector.record(-1)
             #expect(await collector.values(count: 2) == [round, -1])
@@ -87,14 +87,14 @@ struct ManualClockTests {
             let wait = Task { await clock.sleepers(atLeast: 1) }
             if round.isMultiple(of: 2) { await Task.yield() }
             wait.cancel()
-            await wait.value
+            await wait.valueOrCancel
         }
         #expect(clock.sleeperCount == 0)
         // A wait that is not cancelled still ends when a sleeper arrives.
         let sleeper = Task { try await clock.sleep(for: .seconds(1)) }
         await clock.sleepers(atLeast: 1)
         clock.advance(by: .seconds(1))
-        try? await sleeper.value
+        try? await sleeper.valueOrCancel
         #expect(clock.sleeperCount == 0)
     }
 }

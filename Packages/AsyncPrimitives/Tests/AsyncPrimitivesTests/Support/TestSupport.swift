@@ -86,3 +86,21 @@ func expectReleased<Object: AnyObject & Sendable>(
     }
     #expect(weak.object == nil, sourceLocation: sourceLocation)
 }
+
+// A test past its time limit is cancelled, but a `Task` it made is not: awaiting that task's
+// `value` then never ends (a sleeper whose deadline the cancelled test no longer advances to),
+// the time limit cannot end the test, and the test process never exits. These cancel the task
+// when the awaiting test is cancelled.
+extension Task where Failure == Never {
+    /// `value`, cancelling the task when the caller is cancelled.
+    var valueOrCancel: Success {
+        get async { await withTaskCancellationHandler { await value } onCancel: { cancel() } }
+    }
+}
+
+extension Task where Failure == any Error {
+    /// `value`, cancelling the task when the caller is cancelled.
+    var valueOrCancel: Success {
+        get async throws { try await withTaskCancellationHandler { try await value } onCancel: { cancel() } }
+    }
+}
