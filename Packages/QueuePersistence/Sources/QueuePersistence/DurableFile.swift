@@ -94,8 +94,23 @@ enum DurableFile {
         try Data(contentsOf: URL(fileURLWithPath: path), options: [.uncached])
     }
 
-    /// Creates `path` and its missing parents.
+    /// Creates `path` and its missing parents, each flushed into its parent: a folder whose entry
+    /// was never flushed can vanish in a power cut with every job file written into it since.
     static func makeDirectory(_ path: String) throws {
+        var missing: [String] = []
+        var current = URL(fileURLWithPath: path).standardizedFileURL.path
+        while !FileManager.default.fileExists(atPath: current) {
+            missing.append(current)
+            let parent = (current as NSString).deletingLastPathComponent
+            guard parent != current, !parent.isEmpty else { break }
+            current = parent
+        }
+        for directory in missing.reversed() {
+            // EEXIST: another process made it meanwhile; its entry is flushed here all the same.
+            guard mkdir(directory, 0o777) == 0 || errno == EEXIST else { throw posixError("mkdir", directory) }
+            try syncDirectory((directory as NSString).deletingLastPathComponent)
+        }
+        // Fails as before when `path` is a file.
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     }
 

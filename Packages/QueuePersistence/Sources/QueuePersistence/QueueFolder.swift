@@ -126,7 +126,9 @@ enum QueueFolder {
             return recorded == name
         }
         do {
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            // Flushed into its parent: the store's own writes flush the folder's entries (this
+            // owner file's too), not the folder's entry in the root.
+            try DurableFile.makeDirectory(folder.path)
             // Not named like the store's temporary files: opening the folder (another queue's
             // store, right now) removes those. A crash between the write and the removal below
             // leaves this small file behind; nothing reads it.
