@@ -18,6 +18,29 @@ import Testing
         #expect(started.events == [.started(queueName: "q1", key: "a", collection: "c", attempt: 1)])
     }
 
+    /// A long-running broker does not keep every queue name it ever saw: above the limit, idle
+    /// queues are forgotten (and their claim among this process's brokers handed back), busy ones
+    /// kept, names it ignores dropped; a forgotten queue is read again when it changes.
+    @Test func idleQueuesAndIgnoredNamesAreForgottenAboveTheLimit() {
+        final class Names { var forgotten: [String] = [] }
+        let names = Names()
+        var h = MachineHarness(keepsIdleQueuesUpTo: 4, accepts: { !$0.hasPrefix("other") }, forgets: { names.forgotten += $0 })
+        let entries = (0..<4).map { h.entry("a\($0)", "q\($0)") }
+        _ = h.send(.start(entries.map(\.task.queueName)))
+        for entry in entries {
+            _ = h.send(MachineHarness.loaded(entry.task.queueName, [entry]))
+        }
+        _ = h.send(.stored(entries.prefix(3).map { .success($0) }))
+        #expect(names.forgotten.isEmpty, "four queues kept: none forgotten yet")
+        let loads = h.send(.changes([.saved(h.entry("b", "q4"))])).loads
+        #expect(loads == [["q4"]])
+        #expect(names.forgotten.sorted() == ["q0", "q1", "q2"])
+        #expect(h.machine.queues.keys.sorted() == ["q3", "q4"], "q3 runs, q4 is being read")
+        _ = h.send(.changes((0..<5).map { .saved(h.entry("o\($0)", "other\($0)")) }))
+        #expect(h.machine.ignored.count <= 4)
+        #expect(h.send(.changes([.saved(h.entry("c", "q0"))])).loads == [["q0"]], "a forgotten queue is read again")
+    }
+
     @Test func eachQueueRunsOneActionAtATimeInOrder() {
         var h = MachineHarness()
         let a = h.entry("a", "q")

@@ -30,4 +30,27 @@ struct EngineResourceTests {
         #expect(broker.engineView().timers == 0)
         await broker.shutdown()
     }
+
+    /// A queue per user (or per upload): names used once. The broker used to keep every queue it
+    /// ever ran for its lifetime. It now forgets idle ones once it keeps more than 1,024, and reads
+    /// a forgotten queue again when it changes: an action saved into one later still runs.
+    @Test(arguments: Backend.allCases) func queuesUsedOnceAreForgotten(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
+        let handler = RecordingHandler<TestAction>()
+        let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: handler)
+        let rounds = 30
+        let perRound = 100
+        for round in 0..<rounds {
+            try await database.save((0..<perRound).map { TestAction(key: "\(round)-\($0)", queueName: "h-\(round)-\($0)") })
+            _ = await handler.handled.values(count: (round + 1) * perRound)
+        }
+        #expect(handler.handled.count == rounds * perRound)
+        let kept = broker.engineView().queues
+        #expect(kept <= 1024 + perRound, "kept \(kept) of \(rounds * perRound) queues")
+        // Queues forgotten early on still run what is saved into them.
+        try await database.save([TestAction(key: "again", queueName: "h-0-0"), TestAction(key: "again2", queueName: "h-0-0")])
+        #expect(await handler.handled.values(count: rounds * perRound + 2).suffix(2) == ["again", "again2"])
+        await broker.shutdown()
+    }
 }

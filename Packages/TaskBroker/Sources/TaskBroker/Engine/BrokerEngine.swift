@@ -29,6 +29,8 @@ struct BrokerView: Sendable {
     var storageFailures: [String: String] = [:]
     /// Timers started and neither fired nor cancelled.
     var timers = 0
+    /// Queues the broker keeps in memory.
+    var queues = 0
 }
 
 /// The thin async shell around ``BrokerStateMachine``: it feeds the machine what happened and
@@ -155,7 +157,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 storageBackoff: configuration.storageRetryBackoff,
                 nextHeadLifetime: leaseDuration / 12
             ),
-            accepts: { queueName in filter(queueName) && registry.own(queueName, by: brokerID) }
+            accepts: { queueName in filter(queueName) && registry.own(queueName, by: brokerID) },
+            forgets: { queueNames in registry.disown(queueNames, by: brokerID) }
         )
         var outputs: [BrokerStateMachine.Output] = []
         var timers: [UInt64: BrokerTimer] = [:]
@@ -177,7 +180,11 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 machine.handle(inputs, into: &outputs)
                 done = perform(&outputs, timers: &timers, releases: &releases, group: &group)
                 let count = timers.count
-                currentView.withLock { $0.timers = count }
+                let queueCount = machine.queues.count
+                currentView.withLock {
+                    $0.timers = count
+                    $0.queues = queueCount
+                }
             }
             // Stopped: nothing is queued for the committer any more (or it was drained after a
             // timeout). Loads, claims and timers still under way are cancelled; the group waits

@@ -167,8 +167,10 @@ extension BrokerStateMachine {
             }
         case .unowned(let queueNames):
             // Ignored because another broker owned them: asked again (`accepts` takes them if this
-            // broker's filter accepts them and no other broker took them first).
-            for queueName in queueNames where ignored.remove(queueName) != nil {
+            // broker's filter accepts them and no other broker took them first). Every queue this
+            // broker does not run is asked: the names it ignores are forgotten now and then.
+            for queueName in queueNames where queues[queueName] == nil {
+                ignored.remove(queueName)
                 reload(queueName, into: &out)
             }
         }

@@ -35,6 +35,10 @@ struct BrokerStateMachine {
         /// cover running actions, every third of the lease), so the head starts with at least five
         /// sixths of a lease left and is renewed before half of it is gone. Later it is claimed again.
         var nextHeadLifetime: Duration = .seconds(1)
+        /// How many queues the broker keeps in memory before it forgets those with nothing left to
+        /// do (and the names it ignores): a queue name used once (one per user, say) would
+        /// otherwise be kept for the broker's lifetime. A forgotten queue is read again when it changes.
+        var keepsIdleQueuesUpTo = 1024
     }
 
     /// What happened.
@@ -163,6 +167,13 @@ struct BrokerStateMachine {
 
         var pending: Int { waiting.count - head + (held == nil ? 0 : 1) }
 
+        /// Nothing to run, read, claim, store or wait for: the queue may be forgotten, and read
+        /// again when it changes.
+        var isIdle: Bool {
+            pending == 0 && load == nil && !inFlight && timer == nil && !blocked && leaseWait == nil
+                && !released && !outdated && !continued && nextClaim == nil
+        }
+
         /// The finish of the action in flight also claimed the next head.
         mutating func markContinued() {
             if inFlight { continued = true }
@@ -208,6 +219,11 @@ struct BrokerStateMachine {
     /// Whether this broker runs a queue (its name filter, and its claim among the brokers of this
     /// process). Asked once per queue name.
     let accepts: (String) -> Bool
+    /// Called with the names of queues the broker forgot (see `Configuration.keepsIdleQueuesUpTo`):
+    /// its claim among the brokers of this process ends with them.
+    let forgets: ([String]) -> Void
+    /// Forget idle queues once more than this many are kept.
+    var forgetAbove: Int
 
     var queues: [String: Queue] = [:]
     var phase = Phase.running
@@ -227,9 +243,11 @@ struct BrokerStateMachine {
     var failing: [TaskStorageOperation: Set<String>] = [:]
     var loadsToIssue: [String] = []
 
-    init(configuration: Configuration, accepts: @escaping (String) -> Bool) {
+    init(configuration: Configuration, accepts: @escaping (String) -> Bool, forgets: @escaping ([String]) -> Void = { _ in }) {
         self.configuration = configuration
         self.accepts = accepts
+        self.forgets = forgets
+        forgetAbove = configuration.keepsIdleQueuesUpTo
     }
 
 
@@ -246,9 +264,22 @@ struct BrokerStateMachine {
         }
         if phase == .running {
             launch(into: &out)
+            if queues.count > forgetAbove { forgetIdleQueues() }
+            if ignored.count > configuration.keepsIdleQueuesUpTo { ignored = [] }
         } else if phase == .stopping, running == 0 {
             finish(into: &out)
         }
+    }
+
+    /// Forgets the queues with nothing to run, read, claim, store or wait for. The next limit is
+    /// twice what is left (at least the configured one): a sweep costs O(1) per queue kept since.
+    mutating func forgetIdleQueues() {
+        let idle = queues.filter { $0.value.isIdle && !readySet.contains($0.key) }.keys
+        for queueName in idle {
+            queues[queueName] = nil
+        }
+        forgetAbove = max(configuration.keepsIdleQueuesUpTo, queues.count * 2)
+        if !idle.isEmpty { forgets(Array(idle)) }
     }
 
     /// Applies one input, then starts what may start.

@@ -61,6 +61,16 @@ final class ClaimRegistry: Sendable {
         }
     }
 
+    /// Ends broker `id`'s claim on queues it forgot (it had nothing left of them): the next broker
+    /// that sees one of them changed may take it.
+    func disown(_ queues: [String], by id: UInt64) {
+        state.withLock { state in
+            for queue in queues where state.owners[queue] == id {
+                state.owners[queue] = nil
+            }
+        }
+    }
+
     /// Forgets a broker and every queue it owns.
     ///
     /// - Returns: The queues it owned, sorted: another broker whose filter accepts one may take it now.

@@ -10,14 +10,17 @@ struct MachineHarness {
     var machine: BrokerStateMachine
     private var sequence: Int64 = 0
 
-    init(maxConcurrentQueues: Int = 16, claimsHeads: Bool = false, accepts: @escaping (String) -> Bool = { _ in true }) {
+    init(
+        maxConcurrentQueues: Int = 16, claimsHeads: Bool = false, keepsIdleQueuesUpTo: Int = 1024,
+        accepts: @escaping (String) -> Bool = { _ in true }, forgets: @escaping ([String]) -> Void = { _ in }
+    ) {
         machine = BrokerStateMachine(
             configuration: .init(
                 maxConcurrentQueues: maxConcurrentQueues, claimsHeads: claimsHeads,
                 storageBackoff: Backoff(initial: .milliseconds(100), maximum: .seconds(1)),
-                nextHeadLifetime: .seconds(2)
+                nextHeadLifetime: .seconds(2), keepsIdleQueuesUpTo: keepsIdleQueuesUpTo
             ),
-            accepts: accepts
+            accepts: accepts, forgets: forgets
         )
     }
 
