@@ -98,7 +98,9 @@ enum DurableFile {
     /// was never flushed can vanish in a power cut with every job file written into it since.
     static func makeDirectory(_ path: String) throws {
         var missing: [String] = []
-        var current = URL(fileURLWithPath: path).standardizedFileURL.path
+        // As given, not standardized: `..` after a symbolic link is the kernel's to resolve.
+        var current = path
+        while current.count > 1, current.hasSuffix("/") { current.removeLast() }
         while !FileManager.default.fileExists(atPath: current) {
             missing.append(current)
             let parent = (current as NSString).deletingLastPathComponent
@@ -108,7 +110,9 @@ enum DurableFile {
         for directory in missing.reversed() {
             // EEXIST: another process made it meanwhile; its entry is flushed here all the same.
             guard mkdir(directory, 0o777) == 0 || errno == EEXIST else { throw posixError("mkdir", directory) }
-            try syncDirectory((directory as NSString).deletingLastPathComponent)
+            // Best effort: a parent that may be written but not read (mode 0300) cannot be opened
+            // to flush; the folder exists all the same, as it did before this flush was added.
+            try? syncDirectory((directory as NSString).deletingLastPathComponent)
         }
         // Fails as before when `path` is a file.
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)

@@ -43,4 +43,32 @@ struct BrokerStateMachineRereadTests {
         #expect(h.send(MachineHarness.loaded("q", [a])).claims == [["a"]])
         #expect(h.send(.claimed([a.task], results: [.granted])).runs == ["a"])
     }
+
+    /// The embedded backend's revisions follow its commits: a notice older than what a read saw is
+    /// stale (PostgreSQL announces saves by queue, and its brokers read the queue again). A queue forgotten (idle, above the limit) and read anew must still skip it: `a`,
+    /// run and completed, would otherwise run again when its late notice arrived.
+    @Test func aForgottenQueueReadAnewSkipsALateNoticeOfAnActionItRan() {
+        var h = MachineHarness(keepsIdleQueuesUpTo: 1)
+        let a = h.entry("a", "q")
+        let b = h.entry("b", "q")
+        _ = h.send(.start(["q"]))
+        #expect(h.send(MachineHarness.loaded("q", [a, b])).runs == ["a"])
+        #expect(h.send(.stored([.success(a)])).runs == ["b"])
+        _ = h.send(.stored([.success(b)]))
+        _ = h.send(.changes([.saved(h.entry("x", "other"))]))
+        #expect(h.machine.queues["q"] == nil, "q was forgotten")
+        #expect(h.send(.changes([.saved(a)])).loads == [["q"]])
+        #expect(h.send(MachineHarness.loaded("q", [])).runs.isEmpty, "a ran already")
+    }
+
+    /// A queue another broker of the process runs is not remembered as refused: once that broker
+    /// lets it go (it forgot the queue, or stopped), the next change to it is taken.
+    @Test func aQueueOwnedByAnotherBrokerIsAskedForAgainAtItsNextChange() {
+        final class Owner { var other = true }
+        let owner = Owner()
+        var h = MachineHarness(acceptance: { _ in owner.other ? .ownedElsewhere : .runs })
+        #expect(h.send(.changes([.saved(h.entry("a", "q"))])).loads.isEmpty, "the other broker runs q")
+        owner.other = false
+        #expect(h.send(.changes([.saved(h.entry("b", "q"))])).loads == [["q"]])
+    }
 }

@@ -355,6 +355,36 @@ struct PostgresTests {
         #expect(try await migrated.storage.tasks(inQueue: "q").isEmpty)
     }
 
+    /// A save numbered (its revision drawn) before another but committed after it, and after a
+    /// broker read the queue, still runs: a revision drawn before what a read saw is not proof
+    /// that the read saw the action (PostgreSQL numbers saves before they commit).
+    @Test func anActionCommittedAfterALaterNumberedSaveWasReadStillRuns() async throws {
+        let store = try TestStore(.postgres)
+        let database = try await store.open()
+        // The queue's row exists (a queue's row stays): the held transaction below locks nothing
+        // the second save needs.
+        try await database.save(TestAction(key: "warm", queueName: "h-q"))
+        _ = try await database.delete(key: "warm", collection: "actions")
+        let numbered = EventCollector<Bool>()
+        let (commit, commitNow) = AsyncStream<Void>.makeStream()
+        let held = Task {
+            try await database.write { tx in
+                try await tx.save(TestAction(key: "first", queueName: "h-q"))
+                numbered.record(true)
+                for await _ in commit { break }
+            }
+        }
+        _ = await numbered.values(count: 1)
+        try await database.save(TestAction(key: "second", queueName: "h-q"))
+        let handler = RecordingHandler<TestAction>()
+        let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: handler)
+        #expect(await handler.handled.values(count: 1) == ["second"], "the read saw only the committed save")
+        commitNow.yield()
+        try await held.value
+        #expect(await handler.handled.values(count: 2) == ["second", "first"])
+        await broker.shutdown()
+    }
+
     /// Workers often run under a role that may read and write the tables but not create any. Once
     /// the owner's role has migrated the schema, such a worker opens it and runs actions. It used to
     /// fail at every start: the migration ran `CREATE SCHEMA IF NOT EXISTS` whatever the version.

@@ -157,7 +157,10 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 storageBackoff: configuration.storageRetryBackoff,
                 nextHeadLifetime: leaseDuration / 12
             ),
-            accepts: { queueName in filter(queueName) && registry.own(queueName, by: brokerID) },
+            accepts: { queueName in
+                guard filter(queueName) else { return .refused }
+                return registry.own(queueName, by: brokerID) ? .runs : .ownedElsewhere
+            },
             forgets: { queueNames in registry.disown(queueNames, by: brokerID) }
         )
         var outputs: [BrokerStateMachine.Output] = []

@@ -86,11 +86,18 @@ extension BrokerStateMachine {
     mutating func reload(_ queueName: String, into out: inout [Output]) {
         guard var state = queues.removeValue(forKey: queueName) else {
             guard !ignored.contains(queueName) else { return }
-            guard accepts(queueName) else {
+            switch accepts(queueName) {
+            case .runs:
+                break
+            case .refused:
                 ignored.insert(queueName)
                 return
+            case .ownedElsewhere:
+                return
             }
-            queues[queueName] = Queue(load: Queue.Load())
+            var fresh = Queue(load: Queue.Load())
+            fresh.loadedThrough = forgottenThrough
+            queues[queueName] = fresh
             loadsToIssue.append(queueName)
             return
         }
@@ -169,6 +176,7 @@ extension BrokerStateMachine {
             // Ignored because another broker owned them: asked again (`accepts` takes them if this
             // broker's filter accepts them and no other broker took them first). Every queue this
             // broker does not run is asked: the names it ignores are forgotten now and then.
+            guard phase == .running else { return }  // a stopping broker takes no queue
             for queueName in queueNames where queues[queueName] == nil {
                 ignored.remove(queueName)
                 reload(queueName, into: &out)

@@ -218,7 +218,7 @@ struct BrokerStateMachine {
     let configuration: Configuration
     /// Whether this broker runs a queue (its name filter, and its claim among the brokers of this
     /// process). Asked once per queue name.
-    let accepts: (String) -> Bool
+    let accepts: (String) -> Acceptance
     /// Called with the names of queues the broker forgot (see `Configuration.keepsIdleQueuesUpTo`):
     /// its claim among the brokers of this process ends with them.
     let forgets: ([String]) -> Void
@@ -243,7 +243,21 @@ struct BrokerStateMachine {
     var failing: [TaskStorageOperation: Set<String>] = [:]
     var loadsToIssue: [String] = []
 
-    init(configuration: Configuration, accepts: @escaping (String) -> Bool, forgets: @escaping ([String]) -> Void = { _ in }) {
+    /// Whether this broker runs a queue.
+    enum Acceptance {
+        case runs
+        /// Its filter (or name) refuses it: asked once.
+        case refused
+        /// Another broker of this process runs it: asked again at its next change (the owner may
+        /// have forgotten it or stopped by then).
+        case ownedElsewhere
+    }
+
+    /// The newest revision a read saw in any queue forgotten since (see `forgetIdleQueues`): a
+    /// queue read anew skips older saves, as the forgotten one did (SQLite: revisions follow commits).
+    var forgottenThrough: Int64 = 0
+
+    init(configuration: Configuration, accepts: @escaping (String) -> Acceptance, forgets: @escaping ([String]) -> Void = { _ in }) {
         self.configuration = configuration
         self.accepts = accepts
         self.forgets = forgets
@@ -264,7 +278,7 @@ struct BrokerStateMachine {
         }
         if phase == .running {
             launch(into: &out)
-            if queues.count > forgetAbove { forgetIdleQueues() }
+            if queues.count > forgetAbove { forgetIdleQueues(into: &out) }
             if ignored.count > configuration.keepsIdleQueuesUpTo { ignored = [] }
         } else if phase == .stopping, running == 0 {
             finish(into: &out)
@@ -273,13 +287,19 @@ struct BrokerStateMachine {
 
     /// Forgets the queues with nothing to run, read, claim, store or wait for. The next limit is
     /// twice what is left (at least the configured one): a sweep costs O(1) per queue kept since.
-    mutating func forgetIdleQueues() {
-        let idle = queues.filter { $0.value.isIdle && !readySet.contains($0.key) }.keys
-        for queueName in idle {
+    /// Shared backends: a lease the broker may still hold on one (a claim granted for a head that
+    /// changed meanwhile) is let go, so that no other worker waits for it to expire.
+    mutating func forgetIdleQueues(into out: inout [Output]) {
+        let idle = queues.filter { $0.value.isIdle && !readySet.contains($0.key) }
+        for (queueName, state) in idle {
+            forgottenThrough = max(forgottenThrough, state.loadedThrough)
             queues[queueName] = nil
         }
         forgetAbove = max(configuration.keepsIdleQueuesUpTo, queues.count * 2)
-        if !idle.isEmpty { forgets(Array(idle)) }
+        guard !idle.isEmpty else { return }
+        let names = idle.keys.sorted()
+        forgets(names)
+        if configuration.claimsHeads { out.append(.release(names)) }
     }
 
     /// Applies one input, then starts what may start.

@@ -12,7 +12,8 @@ struct MachineHarness {
 
     init(
         maxConcurrentQueues: Int = 16, claimsHeads: Bool = false, keepsIdleQueuesUpTo: Int = 1024,
-        accepts: @escaping (String) -> Bool = { _ in true }, forgets: @escaping ([String]) -> Void = { _ in }
+        accepts: @escaping (String) -> Bool = { _ in true }, forgets: @escaping ([String]) -> Void = { _ in },
+        acceptance: ((String) -> BrokerStateMachine.Acceptance)? = nil
     ) {
         machine = BrokerStateMachine(
             configuration: .init(
@@ -20,7 +21,7 @@ struct MachineHarness {
                 storageBackoff: Backoff(initial: .milliseconds(100), maximum: .seconds(1)),
                 nextHeadLifetime: .seconds(2), keepsIdleQueuesUpTo: keepsIdleQueuesUpTo
             ),
-            accepts: accepts, forgets: forgets
+            accepts: acceptance ?? { accepts($0) ? .runs : .refused }, forgets: forgets
         )
     }
 
