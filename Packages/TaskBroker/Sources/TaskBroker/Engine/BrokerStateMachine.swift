@@ -278,7 +278,7 @@ struct BrokerStateMachine {
         }
         if phase == .running {
             launch(into: &out)
-            if queues.count > forgetAbove { forgetIdleQueues(into: &out) }
+            if queues.count > forgetAbove { forgetIdleQueues() }
             if ignored.count > configuration.keepsIdleQueuesUpTo { ignored = [] }
         } else if phase == .stopping, running == 0 {
             finish(into: &out)
@@ -288,8 +288,9 @@ struct BrokerStateMachine {
     /// Forgets the queues with nothing to run, read, claim, store or wait for. The next limit is
     /// twice what is left (at least the configured one): a sweep costs O(1) per queue kept since.
     /// Shared backends: a lease the broker may still hold on one (a claim granted for a head that
-    /// changed meanwhile) is let go, so that no other worker waits for it to expire.
-    mutating func forgetIdleQueues(into out: inout [Output]) {
+    /// changed meanwhile) is not let go here: a release runs later, and could end a lease the
+    /// broker took anew on the queue meanwhile, with its action running. It expires.
+    mutating func forgetIdleQueues() {
         let idle = queues.filter { $0.value.isIdle && !readySet.contains($0.key) }
         for (queueName, state) in idle {
             forgottenThrough = max(forgottenThrough, state.loadedThrough)
@@ -299,7 +300,6 @@ struct BrokerStateMachine {
         guard !idle.isEmpty else { return }
         let names = idle.keys.sorted()
         forgets(names)
-        if configuration.claimsHeads { out.append(.release(names)) }
     }
 
     /// Applies one input, then starts what may start.
