@@ -69,7 +69,7 @@ public final class BackoffRetryStrategy: JobRetryStrategy {
     }
 
     /// Stops `queue`, re-queues `job` at its front and starts the queue again after the backoff,
-    /// unless its owner stopped or started it in the meantime (``JobQueue/restart(_:)``).
+    /// unless its owner stopped or started it in the meantime (`JobQueue.restart(_:)`, QueueCore).
     ///
     /// - Parameters:
     ///   - job: The job that failed.
