@@ -5,8 +5,8 @@ import Synchronization
 
 /// Stops the queue, re-queues the failed job at the front and restarts the queue (unless you
 /// stopped or started it meanwhile) after a delay that doubles with each consecutive failure
-/// of the same job: 1, 2, 4 … seconds, capped at `maxBackoff`. It never purges a job. A different job failing starts again at
-/// `initialBackoff`.
+/// of the same job: 1, 2, 4 … seconds, capped at `maxBackoff`. It never purges a job. A
+/// different job failing starts again at `initialBackoff`.
 ///
 /// ```swift
 /// queue.retryStrategy = BackoffRetryStrategy(maxBackoff: 60 * 60)   // waits at most an hour

@@ -108,8 +108,8 @@ enum BrokerChange: Sendable {
     /// These queues changed in a way the broker cannot replay (another process wrote them): read
     /// them again.
     case reload([String])
-    /// The broker of this process that owned these queues stopped: a broker that ignored them
-    /// because of it may take them now.
+    /// The broker of this process that owned these queues stopped: a broker whose filter accepts
+    /// them may take them now.
     case unowned([String])
 }
 

@@ -173,9 +173,9 @@ extension BrokerStateMachine {
                 reload(queueName, into: &out)
             }
         case .unowned(let queueNames):
-            // Ignored because another broker owned them: asked again (`accepts` takes them if this
-            // broker's filter accepts them and no other broker took them first). Every queue this
-            // broker does not run is asked: the names it ignores are forgotten now and then.
+            // Their owner stopped: asked for now, not at their next change, since their stored
+            // actions announce none (`accepts` takes a queue if this broker's filter accepts it and
+            // no other broker took it first).
             guard phase == .running else { return }  // a stopping broker takes no queue
             for queueName in queueNames where queues[queueName] == nil {
                 ignored.remove(queueName)

@@ -217,7 +217,7 @@ struct BrokerStateMachine {
 
     let configuration: Configuration
     /// Whether this broker runs a queue (its name filter, and its claim among the brokers of this
-    /// process). Asked once per queue name.
+    /// process). A refusal by the filter is remembered (`ignored`); another broker's claim is not.
     let accepts: (String) -> Acceptance
     /// Called with the names of queues the broker forgot (see `Configuration.keepsIdleQueuesUpTo`):
     /// its claim among the brokers of this process ends with them.

@@ -46,7 +46,8 @@ final class BrokerRegistration: Sendable {
         guard let listener else { return }
         if let listener { hub.notifier.remove(listener) }
         let freed = hub.registry.unregister(brokerID)
-        // Brokers whose filters also accept these queues ignored them while this one owned them.
+        // Brokers whose filters also accept these queues left them while this one owned them; their
+        // stored actions announce no change, so they are told.
         if !freed.isEmpty { hub.notifier.notify([.unowned(queueNames: freed)]) }
         hub.locks?.unlock(claim.name)
         if watches { hub.releaseWatcher() }
