@@ -376,8 +376,9 @@ struct PostgresSchema: Sendable {
         }
         return """
         SELECT * FROM \(unescaped: finishFunction)(
-            \(queueNames)::text[], \(epochs)::int8[], \(positions)::int8[], \(revisions)::int8[], \(kinds)::int2[], \(untils)::float8[],
-            \(nextPositions)::int8[], \(nextRevisions)::int8[], \(nextAttempts)::int4[],
+            \(PostgresArray(queueNames))::text[], \(PostgresArray(epochs))::int8[], \(PostgresArray(positions))::int8[],
+            \(PostgresArray(revisions))::int8[], \(PostgresArray(kinds))::int2[], \(PostgresArray(untils))::float8[],
+            \(PostgresArray(nextPositions))::int8[], \(PostgresArray(nextRevisions))::int8[], \(PostgresArray(nextAttempts))::int4[],
             \(owner)::text, \(leaseMilliseconds)::int8, \(keepMilliseconds)::int8, \(ChangeMessage.originPrefix(origin))::text,
             \(channel)::text, \(Int64(Self.chunkBytes))::int8, \(Int64(Self.entryLimit))::int8
         )

@@ -264,7 +264,9 @@ extension BrokerStateMachine {
             // One timer for the batch: the claims it made are spent once it fires.
             let token = startTimer(.nextHeadExpiry(continuing), .after(configuration.nextHeadLifetime), into: &out)
             for queueName in continuing {
-                queues[queueName]?.nextClaim?.timer = token
+                // In place: `queues[queueName]?.nextClaim?.timer = token` copied the whole queue
+                // (~2 % of the engine's CPU per action in a burn-down; see `inPlace`).
+                inPlace(queueName) { $0.nextClaim?.timer = token }
             }
         }
         if !unused.isEmpty { out.append(.release(unused)) }
