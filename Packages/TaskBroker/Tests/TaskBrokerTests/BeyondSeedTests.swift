@@ -333,7 +333,7 @@ struct BeyondSeedTests {
         let shutdown = Task { await broker.shutdown() }
         handler.release("a")
         handler.release("b")
-        await shutdown.value
+        await shutdown.valueOrCancel
         // a finished and was deleted; b was never taken.
         #expect(handler.started.values == ["a"])
         #expect(try await database.snapshot() == [TaskQueueSnapshot(name: "h-q", pending: 1)])
@@ -353,7 +353,7 @@ struct BeyondSeedTests {
         let shutdown = Task { await broker.shutdown() }
         await clock.sleepers(atLeast: 1)
         clock.advance(by: .seconds(10))
-        await shutdown.value
+        await shutdown.valueOrCancel
         #expect(try await database.snapshot() == [TaskQueueSnapshot(name: "h-q", pending: 1)])
         handler.release("stuck")
     }
@@ -369,7 +369,7 @@ struct BeyondSeedTests {
         try await database.save(TestAction(key: "a", queueName: "h-q"))
         _ = await handler.handled.values(count: 1)
         await group.triggerGracefulShutdown()
-        try await running.value
+        try await running.valueOrCancel
         _ = await recorder.wait { $0 == .stopped }
     }
 

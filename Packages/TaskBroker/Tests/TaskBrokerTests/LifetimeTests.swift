@@ -25,7 +25,7 @@ struct LifetimeTests {
         let shutdown = Task { await broker.shutdown() }
         await clock.sleepers(atLeast: 1)
         clock.advance(by: .seconds(10))
-        await shutdown.value
+        await shutdown.valueOrCancel
         #expect(handler.cancelled.values == ["stuck"], "the handler was cancelled")
         _ = await recorder.wait { $0 == .stopped }
 
@@ -56,7 +56,7 @@ struct LifetimeTests {
         let shutdown = Task { await broker.shutdown() }
         await clock.sleepers(atLeast: 1)
         clock.advance(by: .seconds(5))
-        await shutdown.value
+        await shutdown.valueOrCancel
         #expect(handler.cancelled.values == ["long"])
         #expect(handler.started.values == ["long"], "nothing new started during the shutdown")
         #expect(try await database.snapshot() == [TaskQueueSnapshot(name: "h-q", pending: 2, attempts: 0)])
@@ -74,7 +74,7 @@ struct LifetimeTests {
         try await database.save(TestAction(key: "a", queueName: "h-q"))
         #expect(await handler.handled.values(count: 1) == ["a"])
         running.cancel()
-        try await running.value
+        try await running.valueOrCancel
         _ = await recorder.wait { $0 == .stopped }
         #expect(try await database.snapshot().isEmpty)
     }

@@ -61,8 +61,8 @@ struct PostgresLockOrderTests {
         #expect(lost.isEmpty, "q-a is still held: its finish is under way")
         #expect(try await left("q-b") > 20, "q-b was renewed without waiting")
         endSignal.yield()
-        try await holder.value
-        #expect(try await finish.value == TaskFinishReport())
+        try await holder.valueOrCancel
+        #expect(try await finish.valueOrCancel == TaskFinishReport())
     }
 
     @Test func aReleaseLocksTheLeasesInNameOrder() async throws {
@@ -109,9 +109,9 @@ struct PostgresLockOrderTests {
             gotB = got
             break
         }
-        try await holder.value
+        try await holder.valueOrCancel
         #expect(gotB, "the row of q-b was not locked by the operation waiting for q-a")
-        return try await running.value
+        return try await running.valueOrCancel
     }
 }
 
@@ -288,10 +288,10 @@ struct PostgresDeadlockRetryTests {
         try await waitUntil(observer, schema: store.schema, backendsWaitingForALock: 2)
         // The finish takes a's row, then waits for b's, which the save holds while it waits for a's.
         releaseSignal.yield()
-        try await holder.value
-        let resaved = try await save.value
+        try await holder.valueOrCancel
+        let resaved = try await save.valueOrCancel
         #expect(resaved.map(\.key) == ["b", "a"], "the save went through")
-        let report = try await finish.value
+        let report = try await finish.valueOrCancel
         #expect(report.fenced.isEmpty, "the finish went through, its leases still held: \(report)")
         #expect(try await storage.tasks(inQueue: "q-a").map(\.payload) == [Data("a2".utf8)])
         #expect(try await storage.tasks(inQueue: "q-b").map(\.payload) == [Data("b2".utf8)])

@@ -198,8 +198,8 @@ struct PostgresTests {
         let shutdownDeadline = ManualClock.Instant(offset: .seconds(30))
         #expect(await clock.sleepers(where: { $0[shutdownDeadline] != nil }))
         unlocking.yield()
-        try await holder.value
-        await stopping.value
+        try await holder.valueOrCancel
+        await stopping.valueOrCancel
         #expect(handlerA.started.count == 0, "a stopping broker starts nothing")
         let lease = try await locker.write { tx -> [Bool] in
             var free: [Bool] = []
@@ -380,7 +380,7 @@ struct PostgresTests {
         let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: handler)
         #expect(await handler.handled.values(count: 1) == ["second"], "the read saw only the committed save")
         commitNow.yield()
-        try await held.value
+        try await held.valueOrCancel
         #expect(await handler.handled.values(count: 2) == ["second", "first"])
         await broker.shutdown()
     }
