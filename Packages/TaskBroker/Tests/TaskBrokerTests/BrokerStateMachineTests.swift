@@ -633,4 +633,38 @@ import Testing
         #expect(!stop.finishes, "x's claim is under way")
         #expect(h.send(.claimed([x.task], results: [.granted])).releases == [["r"]], "nor will x")
     }
+
+    /// A finish kept the lease, but no next head was recorded to start on it: the queue was being
+    /// read when the outcome arrived. The lease is let go at shutdown all the same (it was kept
+    /// until it expired, and other workers waited for it).
+    @Test func aStoppingBrokerLetsGoOfALeaseKeptWhileItsQueueWasRead() {
+        var h = MachineHarness(claimsHeads: true)
+        let a = h.entry("a", "q")
+        let b = h.entry("b", "q")
+        _ = h.send(.start(["q"]))
+        _ = h.send(MachineHarness.loaded("q", [a, b]))
+        #expect(h.send(.claimed([a.task], results: [.granted])).nextHeads == ["b"])
+        #expect(h.send(.changes([.reload(["q"])])).loads == [["q"]])
+        let stored = h.send(.continued(["q"]), .stored([.success(a, next: b)]))
+        #expect(stored.runs.isEmpty && stored.claims.isEmpty, "q is being read")
+        #expect(h.send(.shutdown).releases == [["q"]])
+    }
+
+    /// The next head's claim was spent (it waited in the line past its lifetime): the lease the
+    /// finish kept is still held, and let go at shutdown.
+    @Test func aStoppingBrokerLetsGoOfALeaseKeptForAHeadWhoseClaimWasSpent() throws {
+        var h = MachineHarness(maxConcurrentQueues: 1, claimsHeads: true)
+        let a = h.entry("a", "q")
+        let b = h.entry("b", "q")
+        let x = h.entry("x", "r")
+        _ = h.send(.start(["q", "r"]))
+        _ = h.send(MachineHarness.loaded("q", [a, b]), MachineHarness.loaded("r", [x]))
+        _ = h.send(.claimed([a.task], results: [.granted]))
+        let fair = h.send(.continued(["q"]), .stored([.success(a, next: b)]))
+        #expect(fair.claims == [["x"]])
+        let expiry = try #require(fair.timers.first)
+        _ = h.send(.claimed([x.task], results: [.granted]))
+        #expect(h.send(.timerFired(expiry.token)).isEmpty)
+        #expect(h.send(.shutdown).releases == [["q"]], "r is in flight: its lease follows its outcome")
+    }
 }

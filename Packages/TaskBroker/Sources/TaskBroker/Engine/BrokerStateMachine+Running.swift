@@ -25,7 +25,9 @@ extension BrokerStateMachine {
                 }
                 // Used or not, it is spent: a head that is not the one claimed needs a claim of
                 // its own (the lease is this broker's, so it is granted unless something changed).
+                // The kept lease is in use again: what happens to it now follows the run or claim.
                 state.nextClaim = nil
+                state.keptLease = false
             }
             queues[queueName] = state
         }
@@ -242,6 +244,7 @@ extension BrokerStateMachine {
                 locations[BrokerActionID(task)] = nil
                 // The finish claimed the next head: it starts without a claim if it is still the head
                 // when its turn in the ready line comes (changes may arrive meanwhile).
+                if continued, phase == .running { state.keptLease = true }
                 if continued, phase == .running, let next = outcome.next, state.load == nil,
                    state.head < state.waiting.count, state.waiting[state.head].task.isVersion(of: next) {
                     state.nextClaim = Queue.NextClaim(id: BrokerActionID(next), revision: next.revision, timer: 0)

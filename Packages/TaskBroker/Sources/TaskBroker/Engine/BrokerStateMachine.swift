@@ -148,6 +148,12 @@ struct BrokerStateMachine {
         /// The head claimed with its predecessor's outcome: it starts without a claim while it is
         /// still the head and its claim is young (see `Configuration.nextHeadLifetime`).
         var nextClaim: NextClaim?
+        /// A finish kept the queue's lease for its next head (`continued`), and the queue has not been
+        /// claimed since: the broker may hold the lease with nothing in flight, also once `nextClaim`
+        /// is spent or was never recorded (the queue was being read, or its head changed). A
+        /// stopping broker lets such leases go, so that other workers need not wait for them to
+        /// expire. (An idle queue is forgotten all the same: its lease then expires.)
+        var keptLease = false
 
         struct NextClaim {
             var id: BrokerActionID
@@ -362,18 +368,21 @@ struct BrokerStateMachine {
         }
     }
 
-    /// The broker stops: lets go of the leases kept for next heads that will not start, so that
-    /// other workers need not wait for them to expire. (No claim is under way for those queues:
-    /// a queue with such a head is not in flight, and a stopping broker claims nothing.)
+    /// The broker stops: lets go of the leases its finishes kept for next heads that will not start
+    /// (`keptLease`), so that other workers need not wait for them to expire. (No claim is under
+    /// way for those queues: claiming a queue clears the mark, and a stopping broker claims nothing.)
     mutating func releaseNextClaims(into out: inout [Output]) {
         var names: [String] = []
-        for (queueName, state) in queues where state.nextClaim != nil {
+        for (queueName, state) in queues where state.keptLease && !state.inFlight {
             names.append(queueName)
         }
         guard !names.isEmpty else { return }
         names.sort()
         for queueName in names {
-            queues[queueName]?.nextClaim = nil
+            inPlace(queueName) { queue in
+                queue.nextClaim = nil
+                queue.keptLease = false
+            }
         }
         out.append(.release(names))
     }
