@@ -13,7 +13,7 @@
 //   TaskBrokerCrashHelper pg-worker <postgres url> <schema> <log path>
 //     A worker of the PostgreSQL crash test: runs the broker "crash" (lease 2 s, 16 queues at once) until its stdin
 //     closes. Its handler appends "S <key> <pid> <monotonic ns>" when an action starts and "E …" when
-//     it returns (plain writes: they survive SIGKILL), taking 1–5 ms in between. stdout: "ready".
+//     it returns (plain writes: they survive SIGKILL), taking 2–10 ms in between. stdout: "ready".
 //
 //   TaskBrokerCrashHelper lock <database path>
 //     Holds SQLite's write lock (BEGIN EXCLUSIVE) until a line arrives on stdin. stdout: "locked",

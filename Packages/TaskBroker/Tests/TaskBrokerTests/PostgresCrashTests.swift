@@ -5,9 +5,11 @@ import Foundation
 import TaskBroker
 import Testing
 
-/// Three worker processes share 100 queues on PostgreSQL while a random one is SIGKILLed every
-/// 1–3 s and started again. Every action completes, each queue runs in order and one action at a
-/// time across the cluster, and the only re-runs are of actions whose worker died running them.
+/// Three worker processes share 100 queues on PostgreSQL while one is SIGKILLed every 1–3 s and
+/// started again: a random one, but one running an action until a kill has interrupted one, so that
+/// every run sees another worker take an action over. Every action completes, each queue runs in order
+/// and one action at a time across the cluster, and the only re-runs are of actions whose worker died
+/// running them.
 @Suite(.timeLimit(.minutes(3)))
 struct PostgresCrashTests {
     struct Stamp {
@@ -15,6 +17,29 @@ struct PostgresCrashTests {
         var key: String
         var pid: Int32
         var time: Int64
+    }
+
+    /// A worker process and the log its handler stamps.
+    struct Worker {
+        var run: CrashHelperRun
+        var log: String
+    }
+
+    /// The stamps of a worker's log ("S|E <key> <pid> <monotonic ns>" lines).
+    static func stamps(inLog path: String) -> [Stamp] {
+        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { line in
+            let fields = line.split(separator: " ")
+            guard fields.count == 4, let pid = Int32(fields[2]), let time = Int64(fields[3]) else { return nil }
+            return Stamp(start: fields[0] == "S", key: String(fields[1]), pid: pid, time: time)
+        }
+    }
+
+    /// Whether a worker has an action in flight (is running it, or died running it): its log has a
+    /// start without its end.
+    static func hasActionInFlight(_ worker: Worker) -> Bool {
+        let stamps = Self.stamps(inLog: worker.log)
+        return stamps.count { $0.start } > stamps.count { !$0.start }
     }
 
     @Test func threeWorkersKilledAtRandomLoseNothingAndKeepEveryQueueSerialAndInOrder() async throws {
@@ -37,15 +62,18 @@ struct PostgresCrashTests {
         }
         let directory = try TemporaryDirectory()
         var launched = 0
-        func launch() async throws -> CrashHelperRun {
+        func launch() async throws -> Worker {
             launched += 1
-            let worker = try CrashHelperRun(arguments: ["pg-worker", try PostgresTestServer.url(), store.schema, directory.path("worker\(launched).log")])
+            let log = directory.path("worker\(launched).log")
+            let worker = try CrashHelperRun(arguments: ["pg-worker", try PostgresTestServer.url(), store.schema, log])
             let first = await worker.line(after: 0)
             guard first == "ready" else { throw WorkerFailed(line: first) }
-            return worker
+            return Worker(run: worker, log: log)
         }
         var workers = [try await launch(), try await launch(), try await launch()]
-        var kills: [Int32: Int64] = [:]
+        /// Per killed worker: when SIGKILL was sent, and when the process was gone (no start after it).
+        var kills: [Int32: (sent: Int64, dead: Int64)] = [:]
+        var aKillInterruptedAnAction = false
         let started = ContinuousClock.now
         while try await !database.snapshot().isEmpty, ContinuousClock.now - started < .seconds(150) {
             let wait = Int.random(in: 1_000...3_000, using: &random)
@@ -55,27 +83,35 @@ struct PostgresCrashTests {
                 try await Task.sleep(for: .milliseconds(200))
             }
             guard try await !database.snapshot().isEmpty else { break }
-            let victim = Int.random(in: 0..<workers.count, using: &random)
-            kills[workers[victim].process.processIdentifier] = monotonicNanoseconds()
-            await workers[victim].kill()
+            // Until a kill has interrupted an action, a worker with one in flight (if any is). Only until
+            // then: the worker running actions often holds the leases of most queues left, and killing
+            // it every time stalled them for a lease every 1–3 s (the runs took about a third longer).
+            // None may be busy for a moment (the workers wait for leases after a kill): look again for
+            // up to a second before taking any worker.
+            var busy: [Int] = []
+            let lookUntil = ContinuousClock.now + .seconds(1)
+            while !aKillInterruptedAnAction, ContinuousClock.now < lookUntil {
+                busy = workers.indices.filter { Self.hasActionInFlight(workers[$0]) }
+                if !busy.isEmpty { break }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            let victim = busy.randomElement(using: &random) ?? Int.random(in: 0..<workers.count, using: &random)
+            let sent = monotonicNanoseconds()
+            await workers[victim].run.kill()
+            // Stamped once the process is gone: an action it started between `sent` and the signal
+            // was started before it died, not after.
+            kills[workers[victim].run.process.processIdentifier] = (sent, monotonicNanoseconds())
+            aKillInterruptedAnAction = aKillInterruptedAnAction || Self.hasActionInFlight(workers[victim])
             workers[victim] = try await launch()
         }
         for worker in workers {
-            await worker.finish()
+            await worker.run.finish()
         }
         let elapsed = ContinuousClock.now - started
         #expect(try await database.snapshot().isEmpty, "every action completed (seed \(seed))")
 
         // What the workers' handlers recorded.
-        var stamps: [Stamp] = []
-        for index in 1...launched {
-            let text = (try? String(contentsOfFile: directory.path("worker\(index).log"), encoding: .utf8)) ?? ""
-            for line in text.split(separator: "\n") {
-                let fields = line.split(separator: " ")
-                guard fields.count == 4, let pid = Int32(fields[2]), let time = Int64(fields[3]) else { continue }
-                stamps.append(Stamp(start: fields[0] == "S", key: String(fields[1]), pid: pid, time: time))
-            }
-        }
+        var stamps = (1...launched).flatMap { Self.stamps(inLog: directory.path("worker\($0).log")) }
         stamps.sort { $0.time < $1.time }
         let keys = (0..<queues).flatMap { queue in (0..<perQueue).map { "q\(queue)-\($0)" } }
         var ends: [String: [(pid: Int32, time: Int64)]] = [:]
@@ -85,9 +121,15 @@ struct PostgresCrashTests {
         }
         #expect(Set(keys).isSubset(of: Set(ends.keys)), "every action's handler returned at least once")
 
+        func returned(_ run: Stamp) -> Bool {
+            ends[run.key]?.contains { $0.pid == run.pid && $0.time >= run.time } ?? false
+        }
+        // The kills that interrupted an action: their worker started it and never returned from it.
+        let killsInFlight = Set(stamps.filter { $0.start && kills[$0.pid] != nil && !returned($0) }.map(\.pid)).count
+
         // A run ends when its handler returns, or when its worker is killed.
         func end(of run: Stamp) -> Int64 {
-            ends[run.key]?.first { $0.pid == run.pid && $0.time >= run.time }?.time ?? kills[run.pid] ?? .max
+            ends[run.key]?.first { $0.pid == run.pid && $0.time >= run.time }?.time ?? kills[run.pid]?.dead ?? .max
         }
         var overlaps = 0
         var outOfOrder = 0
@@ -112,24 +154,25 @@ struct PostgresCrashTests {
             let runs = starts[key] ?? []
             for (position, run) in runs.enumerated().dropLast() {
                 // Re-run: the earlier run's worker died after starting it (before its outcome was stored).
-                guard let killed = kills[run.pid], killed >= run.time else {
+                guard let killed = kills[run.pid], killed.dead >= run.time else {
                     unexplainedReruns += 1
-                    let returned = ends[key]?.contains { $0.pid == run.pid && $0.time >= run.time } ?? false
-                    Issue.record("\(key) ran again though worker \(run.pid) was not killed while running it (its handler returned: \(returned); the next run started \(Double(runs[position + 1].time - run.time) / 1e9) s later)")
+                    Issue.record("\(key) ran again though worker \(run.pid) was not killed while running it (its handler returned: \(returned(run)); the next run started \(Double(runs[position + 1].time - run.time) / 1e9) s later)")
                     continue
                 }
-                takeovers.append(Double(runs[position + 1].time - killed) / 1e9)
+                takeovers.append(Double(runs[position + 1].time - killed.sent) / 1e9)
             }
         }
         let reruns = takeovers.count + unexplainedReruns
         takeovers.sort()
         let median = takeovers.isEmpty ? 0 : takeovers[takeovers.count / 2]
         print(
-            "PostgreSQL crash test (seed \(seed)): \(keys.count) actions, 100 queues, 3 workers, \(kills.count) SIGKILLs in \(elapsed);",
+            "PostgreSQL crash test (seed \(seed)): \(keys.count) actions, 100 queues, 3 workers, \(kills.count) SIGKILLs in \(elapsed), \(killsInFlight) with an action in flight;",
             "\(reruns) re-runs, all of actions in flight in a killed worker: \(unexplainedReruns == 0);",
             "takeover after SIGKILL: median \(String(format: "%.2f", median)) s, max \(String(format: "%.2f", takeovers.last ?? 0)) s (lease 2 s)"
         )
         #expect(kills.count >= 3, "the workers were killed several times")
+        #expect(killsInFlight >= 1, "a kill interrupted a worker running an action (seed \(seed))")
+        #expect(!takeovers.isEmpty, "another worker took an interrupted action over and ran it again (seed \(seed))")
         #expect(overlaps == 0, "no two actions of one queue ran at once (seed \(seed))")
         #expect(outOfOrder == 0, "no action started before its predecessor completed (seed \(seed))")
         #expect(unexplainedReruns == 0, "the only re-runs are of actions whose worker died running them (seed \(seed))")
