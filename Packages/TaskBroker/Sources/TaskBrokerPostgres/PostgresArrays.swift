@@ -41,31 +41,26 @@ protocol PostgresArrayElement: Sendable {
     func writeElement(into buffer: inout ByteBuffer)
 }
 
+extension PostgresArrayElement where Self: FixedWidthInteger {
+    func writeElement(into buffer: inout ByteBuffer) {
+        buffer.writeInteger(Int32(Self.bitWidth / 8))
+        buffer.writeInteger(self)
+    }
+}
+
 extension Int64: PostgresArrayElement {
     static var elementType: PostgresDataType { .int8 }
     static var arrayType: PostgresDataType { .int8Array }
-    func writeElement(into buffer: inout ByteBuffer) {
-        buffer.writeInteger(8, as: Int32.self)
-        buffer.writeInteger(self)
-    }
 }
 
 extension Int32: PostgresArrayElement {
     static var elementType: PostgresDataType { .int4 }
     static var arrayType: PostgresDataType { .int4Array }
-    func writeElement(into buffer: inout ByteBuffer) {
-        buffer.writeInteger(4, as: Int32.self)
-        buffer.writeInteger(self)
-    }
 }
 
 extension Int16: PostgresArrayElement {
     static var elementType: PostgresDataType { .int2 }
     static var arrayType: PostgresDataType { .int2Array }
-    func writeElement(into buffer: inout ByteBuffer) {
-        buffer.writeInteger(2, as: Int32.self)
-        buffer.writeInteger(self)
-    }
 }
 
 extension Double: PostgresArrayElement {
