@@ -244,11 +244,13 @@ extension BrokerStateMachine {
                 locations[BrokerActionID(task)] = nil
                 // The finish claimed the next head: it starts without a claim if it is still the head
                 // when its turn in the ready line comes (changes may arrive meanwhile).
-                if continued, phase == .running { state.keptLease = true }
-                if continued, phase == .running, let next = outcome.next, state.load == nil,
-                   state.head < state.waiting.count, state.waiting[state.head].task.isVersion(of: next) {
-                    state.nextClaim = Queue.NextClaim(id: BrokerActionID(next), revision: next.revision, timer: 0)
-                    continuing.append(queueName)
+                if continued, phase == .running {
+                    state.keptLease = true
+                    if let next = outcome.next, state.load == nil, state.head < state.waiting.count,
+                       state.waiting[state.head].task.isVersion(of: next) {
+                        state.nextClaim = Queue.NextClaim(id: BrokerActionID(next), revision: next.revision, timer: 0)
+                        continuing.append(queueName)
+                    }
                 }
                 queues[queueName] = state
                 out.append(.emit(.succeeded(queueName: queueName, key: task.key, collection: task.collection)))

@@ -353,11 +353,11 @@ struct BrokerStateMachine {
         case .shutdown:
             if phase == .running {
                 phase = .stopping
-                releaseNextClaims(into: &out)
+                releaseKeptLeases(into: &out)
             }
         case .abandon:
             guard phase == .running || phase == .stopping else { return }
-            if phase == .running { releaseNextClaims(into: &out) }
+            if phase == .running { releaseKeptLeases(into: &out) }
             phase = .abandoning
             cancelAllTimers(into: &out)
             // Drained first: an outcome a cancelled handler returns afterwards is never stored.
@@ -371,7 +371,7 @@ struct BrokerStateMachine {
     /// The broker stops: lets go of the leases its finishes kept for next heads that will not start
     /// (`keptLease`), so that other workers need not wait for them to expire. (No claim is under
     /// way for those queues: claiming a queue clears the mark, and a stopping broker claims nothing.)
-    mutating func releaseNextClaims(into out: inout [Output]) {
+    mutating func releaseKeptLeases(into out: inout [Output]) {
         var names: [String] = []
         for (queueName, state) in queues where state.keptLease && !state.inFlight {
             names.append(queueName)
