@@ -114,11 +114,14 @@ struct PostgresBenchmarks {
         let started = ContinuousClock.now
         print("PostgreSQL (\(bench.base.host):\(bench.base.port)/\(bench.base.database ?? ""), schemas \(bench.prefix)_*; fsync and synchronous_commit on)")
         do {
-            // `TB_PG_ONLY=burn` runs the one-process burn-down alone, `TB_PG_ONLY=latency` the
+            // `TB_PG_ONLY=burn` runs the burn-down alone, `TB_PG_ONLY=latency` the
             // idle-to-start run alone (for profiling).
             switch ProcessInfo.processInfo.environment["TB_PG_ONLY"] {
             case "burn":
-                try await bench.burnDowns(processCounts: [1])
+                // `TB_PG_PROCESSES=2,4` picks the process counts (1 by default here).
+                let counts = (ProcessInfo.processInfo.environment["TB_PG_PROCESSES"] ?? "1")
+                    .split(separator: ",").compactMap { Int($0) }
+                try await bench.burnDowns(processCounts: counts.isEmpty ? [1] : counts)
                 await bench.dropSchemas()
                 bench.printTable()
                 return
@@ -329,7 +332,8 @@ struct PostgresBenchmarks {
             let reads = values["reads"] ?? 0
             let roundTrips = claims + reads + finishes
             let claimTime = values["claimms"] ?? 0, finishTime = values["finishms"] ?? 0, readTime = values["readms"] ?? 0
-            return "worker \(fields.count > 1 ? fields[1] : "?"): \(claims) claims (\(fmt(Double(heads) / Double(max(claims, 1)))) heads each, "
+            // Each worker's own outcomes first: how the pool shared the work.
+            return "worker \(fields.count > 1 ? fields[1] : "?"): \(outcomes) outcomes; \(claims) claims (\(fmt(Double(heads) / Double(max(claims, 1)))) heads each, "
                 + "\(claimTime) ms), \(finishes) finishes (\(fmt(Double(outcomes) / Double(max(finishes, 1)))) outcomes each, \(finishTime) ms), "
                 + "\(reads) queue reads (\(readTime) ms), \(values["renewals"] ?? 0) renewals, "
                 + "\(values["continued"] ?? 0) next heads claimed by finishes: \(claims + finishes) commits, "
