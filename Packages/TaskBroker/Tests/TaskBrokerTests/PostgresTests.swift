@@ -105,9 +105,23 @@ struct PostgresTests {
     @Test func twoWorkersOfOnePoolShareTheQueuesAndRunEachQueueOneAtATimeInOrder() async throws {
         let store = try TestStore(.postgres)
         let probe = ConcurrencyProbe()
-        let workers = try await (0..<2).asyncMap { _ in
+        // The first worker's handlers wait until the second worker has started an action: with
+        // its 4 slots busy, the first worker can hold only the 4 queues it runs, and the second
+        // must claim among the other 6. Without the wait, a first worker that ran ahead kept the
+        // lease of every queue it had run for its next head, and the second waited for leases
+        // until the pool was done (the README's "Several processes": a worker gets a queue only
+        // once its holder lets it go); it failed so on a loaded machine.
+        let secondStarted = EventCollector<Bool>()
+        let workers = try await (0..<2).asyncMap { index in
             let database = try await store.open()
-            let handler = RecordingHandler<TestAction> { action in await probe.run(action) }
+            let handler = RecordingHandler<TestAction> { action in
+                if index == 0 {
+                    _ = await secondStarted.values(count: 1)
+                } else {
+                    secondStarted.record(true)
+                }
+                await probe.run(action)
+            }
             let broker = try await TaskQueueBroker.setup(
                 database: database, name: "pool", handler: handler, configuration: .init(maxConcurrentQueues: 4)
             )
@@ -291,6 +305,30 @@ struct PostgresTests {
             key: tooLong[0].key, collection: "c", queueName: tooLong[0].queueName, payload: Data(), position: 0, revision: tooLong[0].revision
         )])])
         #expect(rest.count == 1)
+    }
+
+    /// JSON escapes a control character as `\u00XX`: six bytes for one. The notification of a
+    /// save was sized as if escaping at most doubled a name, so a queue named with 1,500 of them
+    /// (and two of 700, which together passed for one notification) made payloads over
+    /// PostgreSQL's 8,000 bytes: the server refused the NOTIFY, and with it the save.
+    @Test func queuesNamedWithControlCharactersAreSavedAndAnnouncedToOtherDatabases() async throws {
+        let store = try TestStore(.postgres)
+        let worker = try await store.open().storage
+        let listener = try await store.open().storage
+        let feed = try #require(try await listener.changes())
+        var other = feed.makeAsyncIterator()
+        let long = String(repeating: "\u{1}", count: 1_500)
+        let pair = ["a" + String(repeating: "\u{7}", count: 700), "b" + String(repeating: "\u{1F}", count: 700)]
+        // Too long for any notification once escaped: the other database reads every stored queue.
+        _ = try await worker.save([NewTask(key: "one", collection: "c", queueName: long, payload: Data())])
+        #expect(await other.next() == [.queuesChanged([long])])
+        _ = try await worker.save(pair.map { NewTask(key: $0, collection: "c", queueName: $0, payload: Data()) })
+        var heard: [String] = []
+        while heard.count < 2, let changes = await other.next() {
+            for case .queuesChanged(let names) in changes { heard += names }
+        }
+        #expect(heard.sorted() == pair.sorted(), "each name arrives as saved, in notifications of its own")
+        #expect(try await listener.tasks(inQueue: long).map(\.key) == ["one"])
     }
 
     @Test func settingUpTheSameNameTwiceOnOneDatabaseIsStillAnError() async throws {
