@@ -105,21 +105,18 @@ struct PostgresTests {
     @Test func twoWorkersOfOnePoolShareTheQueuesAndRunEachQueueOneAtATimeInOrder() async throws {
         let store = try TestStore(.postgres)
         let probe = ConcurrencyProbe()
-        // The first worker's handlers wait until the second worker has started an action: with
-        // its 4 slots busy, the first worker can hold only the 4 queues it runs, and the second
-        // must claim among the other 6. Without the wait, a first worker that ran ahead kept the
-        // lease of every queue it had run for its next head, and the second waited for leases
+        // Each worker's handlers wait until the other worker has started an action too: with its
+        // 4 slots busy, the worker that claims first can hold only the 4 queues it runs, and the
+        // other claims among the remaining 6. Without the wait, a worker that ran ahead kept the
+        // lease of every queue it had run for its next head, and the other waited for leases
         // until the pool was done (the README's "Several processes": a worker gets a queue only
-        // once its holder lets it go); it failed so on a loaded machine.
-        let secondStarted = EventCollector<Bool>()
+        // once its holder lets it go). It failed so on a loaded machine, either worker running all.
+        let started = [EventCollector<Bool>(), EventCollector<Bool>()]
         let workers = try await (0..<2).asyncMap { index in
             let database = try await store.open()
             let handler = RecordingHandler<TestAction> { action in
-                if index == 0 {
-                    _ = await secondStarted.values(count: 1)
-                } else {
-                    secondStarted.record(true)
-                }
+                started[index].record(true)
+                _ = await started[1 - index].values(count: 1)
                 await probe.run(action)
             }
             let broker = try await TaskQueueBroker.setup(
