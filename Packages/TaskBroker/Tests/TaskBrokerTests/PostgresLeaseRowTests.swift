@@ -296,9 +296,10 @@ struct PostgresDeadlockRetryTests {
         #expect(try await storage.tasks(inQueue: "q-a").map(\.payload) == [Data("a2".utf8)])
         #expect(try await storage.tasks(inQueue: "q-b").map(\.payload) == [Data("b2".utf8)])
         // PostgreSQL broke a deadlock (else this test proves nothing), and the storage ran the
-        // aborted statement again.
+        // aborted statement again. On a loaded machine the retry can meet the other statement
+        // again (a run of the whole suite logged two): how many rounds it takes is timing.
         let retries = log.messages.filter { $0.contains("aborted the attempt to") && $0.contains("deadlock detected") }
-        #expect(retries.count == 1, "one statement was aborted and run again: \(log.messages)")
+        #expect(!retries.isEmpty, "a statement was aborted and run again: \(log.messages)")
     }
 }
 
