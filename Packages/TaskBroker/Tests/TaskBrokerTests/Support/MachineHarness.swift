@@ -120,6 +120,22 @@ extension [BrokerStateMachine.Output] {
         }
     }
 
+    /// For each claim, whether it asks the holders of queues held elsewhere to let them go.
+    var asking: [Bool] {
+        compactMap { output in
+            if case .claim(_, let asking) = output { return asking }
+            return nil
+        }
+    }
+
+    /// For each launch of handlers, whether their finishes may hand their queues over.
+    var yielding: [Bool] {
+        compactMap { output in
+            if case .run(_, _, let yielding) = output { return yielding }
+            return nil
+        }
+    }
+
     var releases: [[String]] {
         compactMap { output in
             if case .release(let queueNames) = output { return queueNames }
