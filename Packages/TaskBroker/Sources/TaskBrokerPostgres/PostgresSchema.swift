@@ -12,19 +12,15 @@ import TaskBroker
 ///   1 (until `pause_until`, seconds since 1970) or 2 (until restarted).
 /// - `queue`: one row per queue ever saved, with its lease: `owner`, `epoch` (the fencing token,
 ///   +1 with every claim) and `expires_at` (server time; in the past when released).
-/// - `wanted`: the queues a worker with nothing else to run found held by another worker (schema
-///   version 4). Their holder lets such a queue go at its next finish, instead of keeping it for a
-///   next head that waits behind other queues; the queue's next claim deletes the row.
 /// - `meta`: the schema version.
 struct PostgresSchema: Sendable {
     /// The schema version this code writes; a database with a newer one is refused.
-    static let version: Int64 = 4
+    static let version: Int64 = 3
 
     let schema: String
     let action: String
     let queue: String
     let meta: String
-    let wanted: String
     let sequence: String
     /// The function that stores outcomes (``finishFunctionDefinition``).
     let finishFunction: String
@@ -36,7 +32,6 @@ struct PostgresSchema: Sendable {
         action = "\"\(schema)\".action"
         queue = "\"\(schema)\".queue"
         meta = "\"\(schema)\".meta"
-        wanted = "\"\(schema)\".wanted"
         sequence = "\"\(schema)\".revision_seq"
         finishFunction = "\"\(schema)\".finish"
         channel = "taskbroker_\(schema)"
@@ -80,10 +75,6 @@ struct PostgresSchema: Sendable {
             // queue table of up to about a thousand rows at every finish), and a failure count at
             // its largest stays there instead of failing the finish ("integer out of range").
             3: [],
-            // Version 4: queues asked for by idle workers. The finish function keeps its parameters
-            // (a worker of version 3 still running calls it as before, and never lets a queue go
-            // for a `wanted` row); kind 4 is new.
-            4: ["CREATE TABLE IF NOT EXISTS \(wanted) (name text PRIMARY KEY)"],
         ]
     }
 
@@ -236,11 +227,7 @@ struct PostgresSchema: Sendable {
     /// worker claims or finishes the queue right now) are skipped. One row per head: whether the head is
     /// valid, the new epoch if the lease was taken, the seconds left on the queue's lease, and
     /// whether its holder is another owner.
-    ///
-    /// When `asking`, the queues of heads another owner holds are marked `wanted` (see
-    /// ``finishFunctionDefinition``, kind 4). Inserting the marks waits for no lock on the queue
-    /// rows. A queue taken by this claim loses its mark.
-    func claimQuery(heads: [StoredTask], owner: String, leaseMilliseconds: Int64, asking: Bool = false) -> PostgresQuery {
+    func claimQuery(heads: [StoredTask], owner: String, leaseMilliseconds: Int64) -> PostgresQuery {
         """
         WITH head AS (
             SELECT * FROM unnest(\(heads.map(\.queueName))::text[], \(heads.map(\.collection))::text[], \(heads.map(\.key))::text[],
@@ -265,15 +252,6 @@ struct PostgresSchema: Sendable {
                 expires_at = clock_timestamp() + \(leaseMilliseconds) * interval '1 millisecond'
             FROM free WHERE q.name = free.name
             RETURNING q.name, q.epoch
-        ),
-        unmarked AS (
-            DELETE FROM \(unescaped: wanted) w USING taken WHERE w.name = taken.name
-        ),
-        marked AS (
-            INSERT INTO \(unescaped: wanted) (name)
-            SELECT q.name FROM head JOIN \(unescaped: queue) q ON q.name = head.queue_name
-            WHERE \(asking)::bool AND q.owner IS DISTINCT FROM \(owner) AND q.expires_at > clock_timestamp()
-            ON CONFLICT (name) DO NOTHING
         )
         -- The taken queues with their new epoch, then every head as the snapshot shows it (still
         -- stored as claimed; how long the queue's lease has left), which the caller reads for
@@ -306,9 +284,6 @@ struct PostgresSchema: Sendable {
         static let failed: Int16 = 3
         /// The number of notifications sent (position 0).
         static let notified: Int16 = 4
-        /// The outcome's queue was held, and its lease let go to a worker that asked for it
-        /// (kind 4) instead of kept for the next head.
-        static let yielded: Int16 = 5
     }
 
     /// Stores outcomes whose queue the owner still holds under the claim's epoch, releases those
@@ -343,15 +318,12 @@ struct PostgresSchema: Sendable {
     /// held). (A completion that turns out outdated keeps the lease too; the caller does not count
     /// its next head as claimed.)
     ///
-    /// A queue in `yielding` whose queue is marked `wanted` (an idle worker asked for it) lets its
-    /// lease go instead of keeping it (kind 4): the broker would not start its next head at once.
-    ///
     /// The leases are locked (`FOR NO KEY UPDATE`), not updated, unless released or extended: a
     /// busy queue costs one row lock per action, not a new row version (about a quarter of the
     /// statement's time for 450 outcomes, measured with `EXPLAIN ANALYZE`).
     func finishQuery(
-        outcomes: [TaskOutcome], epochs: [Int64], nextHeads: [String: StoredTask], yielding: Set<String> = [],
-        owner: String, origin: String, leaseMilliseconds: Int64
+        outcomes: [TaskOutcome], epochs: [Int64], nextHeads: [String: StoredTask], owner: String, origin: String,
+        leaseMilliseconds: Int64
     ) -> PostgresQuery {
         // A kept lease with less than this left is extended (see `TaskStorage.finish(_:claimingNext:owner:leaseDuration:)`).
         let keepMilliseconds = leaseMilliseconds - leaseMilliseconds / 12
@@ -379,9 +351,9 @@ struct PostgresSchema: Sendable {
             switch outcome {
             case .completed(let completed):
                 task = completed
-                next = nextHeads[task.queueName]
-                kinds.append(next != nil && yielding.contains(task.queueName) ? 4 : 0)
+                kinds.append(0)
                 untils.append(0)
+                next = nextHeads[task.queueName]
             case .failed(let failed, nil):
                 task = failed
                 kinds.append(1)
@@ -420,8 +392,8 @@ struct PostgresSchema: Sendable {
     /// server's CPU per action against the batch size in the burn-down benchmark).
     ///
     /// Its parameters: per outcome, the queue, the epoch of its lease, the action's position and
-    /// revision, the kind (0 completed, 1 failed, 2 failed until `until`, 3 failed until restarted,
-    /// 4 completed and letting the lease go if the queue is `wanted`) and `until` (seconds since 1970), and the next head's position, revision and attempts (-1:
+    /// revision, the kind (0 completed, 1 failed, 2 failed until `until`, 3 failed until restarted)
+    /// and `until` (seconds since 1970), and the next head's position, revision and attempts (-1:
     /// none); then the owner, the lease and `keep` in milliseconds, the notifications' origin
     /// prefix, channel, chunk size and entry limit. Changing them needs a `DROP FUNCTION` in a
     /// migration; changing the body needs a new schema version (``migrate(on:logger:)`` creates the
@@ -447,7 +419,7 @@ struct PostgresSchema: Sendable {
             -- position index per outcome (an EXISTS may be planned as a hash of the whole action
             -- table). Its queue is compared outside, so that no index on the queue is chosen instead.
             WITH outcome AS MATERIALIZED (
-                SELECT o.*, (o.kind IN (0, 4) AND o.next_revision >= 0 AND n.queue_name IS NOT NULL AND n.queue_name = o.queue_name) AS go_on
+                SELECT o.*, (o.kind = 0 AND o.next_revision >= 0 AND n.queue_name IS NOT NULL AND n.queue_name = o.queue_name) AS go_on
                 FROM unnest(p_queue_names, p_epochs, p_positions, p_revisions, p_kinds,
                             p_untils, p_next_positions, p_next_revisions, p_next_attempts)
                     WITH ORDINALITY
@@ -470,11 +442,7 @@ struct PostgresSchema: Sendable {
                 -- One primary-key probe per outcome, taken in the sorted outcomes' order: a join let
                 -- the cached (generic) plan, with the queue table's statistics from when it was
                 -- nearly empty, scan every queue once per outcome (45 ms for 450 outcomes).
-                --
-                -- A completion of kind 4 lets the lease go when an idle worker asked for the queue.
-                SELECT o.i, q.name, q.epoch, o.position, o.revision, o.kind, o.until,
-                       o.go_on AND NOT (o.kind = 4 AND EXISTS (SELECT 1 FROM \(wanted) w WHERE w.name = q.name)) AS go_on,
-                       o.go_on AND o.kind = 4 AND EXISTS (SELECT 1 FROM \(wanted) w WHERE w.name = q.name) AS yielded,
+                SELECT o.i, q.name, q.epoch, o.go_on, o.position, o.revision, o.kind, o.until,
                        q.expires_at < clock_timestamp() + p_keep_ms * interval '1 millisecond' AS short
                 FROM (SELECT * FROM outcome ORDER BY queue_name) o
                 CROSS JOIN LATERAL (
@@ -497,7 +465,7 @@ struct PostgresSchema: Sendable {
             ),
             done AS (
                 DELETE FROM \(action) a USING held o
-                WHERE o.kind IN (0, 4) AND a.position = o.position AND a.revision = o.revision
+                WHERE o.kind = 0 AND a.position = o.position AND a.revision = o.revision
                 RETURNING o.i, o.go_on, a.queue_name, a.collection, a.key, a.revision
             ),
             failed AS (
@@ -505,7 +473,7 @@ struct PostgresSchema: Sendable {
                     pause_kind = CASE o.kind WHEN 2 THEN 1 WHEN 3 THEN 2 END,
                     pause_until = CASE WHEN o.kind = 2 THEN o.until END
                 FROM held o
-                WHERE o.kind IN (1, 2, 3) AND a.position = o.position AND a.revision = o.revision
+                WHERE o.kind > 0 AND a.position = o.position AND a.revision = o.revision
                 RETURNING o.i, a.queue_name
             ),
             entry AS (
@@ -532,8 +500,7 @@ struct PostgresSchema: Sendable {
             ),
             -- Each entry names its outcome by position (1-based), not by queue: no text to send and decode.
             result (i, kind, value) AS (
-                SELECT i, CASE WHEN go_on THEN \(String(FinishRow.next)) WHEN yielded THEN \(String(FinishRow.yielded))
-                               ELSE \(String(FinishRow.held)) END::int2,
+                SELECT i, CASE WHEN go_on THEN \(String(FinishRow.next)) ELSE \(String(FinishRow.held)) END::int2,
                        CASE WHEN go_on THEN epoch ELSE -1 END FROM held
                 UNION ALL SELECT i, \(String(FinishRow.done))::int2, -1::int8 FROM done
                 UNION ALL SELECT i, \(String(FinishRow.failed))::int2, -1 FROM failed

@@ -214,20 +214,10 @@ public final class PostgresTaskStorage: TaskStorage {
 
     /// Claims the heads' queues under leases (see `TaskStorage.claim(_:owner:leaseDuration:)`).
     public func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration) async throws -> [TaskClaimResult] {
-        try await claim(heads, owner: owner, leaseDuration: leaseDuration, askingHolders: false)
-    }
-
-    /// Claims the heads' queues under leases and, when `askingHolders`, marks those another worker
-    /// holds as wanted (see `TaskStorage.claim(_:owner:leaseDuration:askingHolders:)`).
-    public func claim(
-        _ heads: [StoredTask], owner: String, leaseDuration: Duration, askingHolders: Bool
-    ) async throws -> [TaskClaimResult] {
         guard !heads.isEmpty else { return [] }
         let lease = configuration.leaseDuration
         return try await run("claim \(heads.count) queue(s)") {
-            let rows = try await client.query(
-                sql.claimQuery(heads: heads, owner: owner, leaseMilliseconds: lease.milliseconds, asking: askingHolders), logger: logger
-            )
+            let rows = try await client.query(sql.claimQuery(heads: heads, owner: owner, leaseMilliseconds: lease.milliseconds), logger: logger)
             var answers: [String: (valid: Bool, epoch: Int64?, remaining: Double?, heldByOther: Bool)] = [:]
             // A taken queue's row (with its epoch) comes first; the row every head then gets says
             // what the snapshot showed, which matters only for the heads not taken.
@@ -276,17 +266,6 @@ public final class PostgresTaskStorage: TaskStorage {
     public func finish(
         _ outcomes: [TaskOutcome], claimingNext nextHeads: [String: StoredTask], owner: String, leaseDuration: Duration
     ) async throws -> TaskFinishReport {
-        try await finish(outcomes, claimingNext: nextHeads, yieldingIfWanted: [], owner: owner, leaseDuration: leaseDuration)
-    }
-
-    /// Stores outcomes like `finish(_:claimingNext:owner:leaseDuration:)`, and lets go of the
-    /// leases of queues in `yielding` that an idle worker asked for instead of keeping them (see
-    /// `TaskStorage.finish(_:claimingNext:yieldingIfWanted:owner:leaseDuration:)`).
-    @discardableResult
-    public func finish(
-        _ outcomes: [TaskOutcome], claimingNext nextHeads: [String: StoredTask], yieldingIfWanted yielding: Set<String>,
-        owner: String, leaseDuration: Duration
-    ) async throws -> TaskFinishReport {
         guard !outcomes.isEmpty else { return TaskFinishReport() }
         let leases = epochs.withLock { epochs in
             let held = epochs[owner] ?? [:]
@@ -304,13 +283,12 @@ public final class PostgresTaskStorage: TaskStorage {
             kept = [Int64?](repeating: nil, count: count)
             let rows = try await client.query(
                 sql.finishQuery(
-                    outcomes: outcomes, epochs: leases, nextHeads: nextHeads, yielding: yielding, owner: owner, origin: origin,
+                    outcomes: outcomes, epochs: leases, nextHeads: nextHeads, owner: owner, origin: origin,
                     leaseMilliseconds: lease.milliseconds
                 ),
                 logger: logger
             )
             var held = [Bool](repeating: false, count: count)
-            var yielded = [Bool](repeating: false, count: count)
             var applied = [Bool](repeating: false, count: count)
             var failedAny = false
             var failed = [Bool](repeating: false, count: count)
@@ -328,9 +306,6 @@ public final class PostgresTaskStorage: TaskStorage {
                     switch kinds[entry] {
                     case PostgresSchema.FinishRow.held:
                         held[index] = true
-                    case PostgresSchema.FinishRow.yielded:
-                        held[index] = true
-                        yielded[index] = true
                     case PostgresSchema.FinishRow.next:
                         held[index] = true
                         kept[index] = values[entry]
@@ -367,7 +342,6 @@ public final class PostgresTaskStorage: TaskStorage {
                     if kept[index] != nil {
                         report.continued.insert(task.queueName)
                     } else {
-                        if yielded[index] { report.yielded.insert(task.queueName) }
                         completed.append(StoredTask(
                             key: task.key, collection: task.collection, queueName: task.queueName, payload: Data(), position: 0,
                             revision: task.revision

@@ -107,10 +107,10 @@ struct PostgresTests {
         let probe = ConcurrencyProbe()
         // Each worker's handlers wait until the other worker has started an action too: with its
         // 4 slots busy, the worker that claims first can hold only the 4 queues it runs, and the
-        // other claims among the remaining 6. Without the wait, a worker that ran ahead could keep
-        // the lease of every queue it had run for its next head and finish the pool before the
-        // other was handed a queue (a handover waits for the holder's next finish with its slots
-        // full; see PostgresHandoverTests). It failed so on a loaded machine, either worker running all.
+        // other claims among the remaining 6. Without the wait, a worker that ran ahead kept the
+        // lease of every queue it had run for its next head, and the other waited for leases
+        // until the pool was done (the README's "Several processes": a worker gets a queue only
+        // once its holder lets it go). It failed so on a loaded machine, either worker running all.
         let started = [EventCollector<Bool>(), EventCollector<Bool>()]
         let workers = try await (0..<2).asyncMap { index in
             let database = try await store.open()
@@ -349,10 +349,9 @@ struct PostgresTests {
         }
     }
 
-    /// A database that the previous version (3) wrote: it has no `wanted` table (version 4), and
-    /// its finish function knows no kind 4 (here it also lacks its setting, no sequential scans).
-    /// Opening it migrates it: the table is created, the function anew, the stored actions stay,
-    /// and they still run to completion through the new function.
+    /// A database that the previous version (2) wrote: its finish function lacks version 3's
+    /// setting (no sequential scans). Opening it migrates it: the function is created anew, the
+    /// stored actions stay, and they still run to completion through the new function.
     @Test func aSchemaWrittenByTheVersionBeforeIsMigrated() async throws {
         let store = try TestStore(.postgres)
         let schema = "\"\(store.schema)\""
@@ -363,8 +362,7 @@ struct PostgresTests {
             try await database.write { tx in
                 var state: (Int64, String) = (0, "")
                 let sql = """
-                    SELECT (SELECT value FROM \(schema).meta WHERE name = 'schema_version')
-                               * (CASE WHEN to_regclass('\(schema).wanted') IS NULL THEN -1 ELSE 1 END),
+                    SELECT (SELECT value FROM \(schema).meta WHERE name = 'schema_version'),
                            coalesce(array_to_string(proconfig, ','), '')
                     FROM pg_proc WHERE oid = '\(schema).finish'::regproc
                     """
@@ -376,19 +374,18 @@ struct PostgresTests {
         }
         try await old.write { tx in
             try await tx.execute(PostgresQuery(unsafeSQL: "ALTER FUNCTION \(schema).finish RESET ALL"))
-            try await tx.execute(PostgresQuery(unsafeSQL: "DROP TABLE \(schema).wanted"))
-            try await tx.execute(PostgresQuery(unsafeSQL: "UPDATE \(schema).meta SET value = 3 WHERE name = 'schema_version'"))
+            try await tx.execute(PostgresQuery(unsafeSQL: "UPDATE \(schema).meta SET value = 2 WHERE name = 'schema_version'"))
         }
         let before = try await state(old)
-        try #require(before.version == -3 && before.settings.isEmpty, "set up as version 3 wrote it (no wanted table): \(before)")
+        try #require(before.version == 2 && before.settings.isEmpty, "set up as version 2 wrote it: \(before)")
 
         let migrated = try await store.open()
         let after = try await state(migrated)
-        #expect(after.version == 4, "version 4, with its wanted table")
+        #expect(after.version == 3)
         #expect(after.settings == "enable_seqscan=off", "the finish function was created anew: \(after.settings)")
         let stored = try await migrated.storage.tasks(inQueue: "q")
         #expect(stored.map(\.key) == ["a"], "the stored action stays")
-        #expect(try await migrated.storage.claim(stored, owner: "w", leaseDuration: .seconds(30), askingHolders: true) == [.granted])
+        #expect(try await migrated.storage.claim(stored, owner: "w", leaseDuration: .seconds(30)) == [.granted])
         #expect(try await migrated.storage.finish([.completed(stored[0])], owner: "w") == TaskFinishReport())
         #expect(try await migrated.storage.tasks(inQueue: "q").isEmpty)
     }

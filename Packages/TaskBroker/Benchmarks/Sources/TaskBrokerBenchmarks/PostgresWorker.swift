@@ -19,8 +19,6 @@ final class CountingStorage: TaskStorage {
     let inner: any TaskStorage
     let claims = Atomic<Int>(0)
     let claimedHeads = Atomic<Int>(0)
-    /// Claims that asked the holders of queues held elsewhere to let them go.
-    let askingClaims = Atomic<Int>(0)
     let finishes = Atomic<Int>(0)
     let finishedOutcomes = Atomic<Int>(0)
     let reads = Atomic<Int>(0)
@@ -59,7 +57,7 @@ final class CountingStorage: TaskStorage {
     static let claimsNextHeads = ProcessInfo.processInfo.environment["TB_PG_NO_NEXT"] != "1"
 
     var summary: String {
-        "claims=\(claims.load(ordering: .relaxed)) asking=\(askingClaims.load(ordering: .relaxed)) heads=\(claimedHeads.load(ordering: .relaxed)) "
+        "claims=\(claims.load(ordering: .relaxed)) heads=\(claimedHeads.load(ordering: .relaxed)) "
             + "finishes=\(finishes.load(ordering: .relaxed)) outcomes=\(finishedOutcomes.load(ordering: .relaxed)) "
             + "reads=\(reads.load(ordering: .relaxed)) renewals=\(renewals.load(ordering: .relaxed)) "
             + "claimms=\(claimNanoseconds.load(ordering: .relaxed) / 1_000_000) finishms=\(finishNanoseconds.load(ordering: .relaxed) / 1_000_000) "
@@ -84,15 +82,11 @@ final class CountingStorage: TaskStorage {
         return try await inner.tasks(inQueues: queueNames)
     }
     func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration) async throws -> [TaskClaimResult] {
-        try await claim(heads, owner: owner, leaseDuration: leaseDuration, askingHolders: false)
-    }
-    func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration, askingHolders: Bool) async throws -> [TaskClaimResult] {
         claims.add(1, ordering: .relaxed)
         claimedHeads.add(heads.count, ordering: .relaxed)
-        if askingHolders { askingClaims.add(1, ordering: .relaxed) }
         let start = monotonicNanoseconds()
         defer { claimNanoseconds.add(Int(monotonicNanoseconds() - start), ordering: .relaxed) }
-        return try await inner.claim(heads, owner: owner, leaseDuration: leaseDuration, askingHolders: askingHolders)
+        return try await inner.claim(heads, owner: owner, leaseDuration: leaseDuration)
     }
     func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> TaskFinishReport {
         finishes.add(1, ordering: .relaxed)
@@ -106,12 +100,6 @@ final class CountingStorage: TaskStorage {
     func finish(
         _ outcomes: [TaskOutcome], claimingNext nextHeads: [String: StoredTask], owner: String, leaseDuration: Duration
     ) async throws -> TaskFinishReport {
-        try await finish(outcomes, claimingNext: nextHeads, yieldingIfWanted: [], owner: owner, leaseDuration: leaseDuration)
-    }
-    func finish(
-        _ outcomes: [TaskOutcome], claimingNext nextHeads: [String: StoredTask], yieldingIfWanted yielding: Set<String>,
-        owner: String, leaseDuration: Duration
-    ) async throws -> TaskFinishReport {
         finishes.add(1, ordering: .relaxed)
         finishedOutcomes.add(outcomes.count, ordering: .relaxed)
         let start = monotonicNanoseconds()
@@ -119,8 +107,7 @@ final class CountingStorage: TaskStorage {
         // `TB_PG_NO_NEXT=1`: finishes claim no next head (every head is claimed on its own, as before
         // finishes claimed them), for A/B runs of one binary.
         let report = try await inner.finish(
-            outcomes, claimingNext: Self.claimsNextHeads ? nextHeads : [:], yieldingIfWanted: yielding, owner: owner,
-            leaseDuration: leaseDuration
+            outcomes, claimingNext: Self.claimsNextHeads ? nextHeads : [:], owner: owner, leaseDuration: leaseDuration
         )
         count(report, of: outcomes.count)
         return report

@@ -218,10 +218,10 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             switch output {
             case .load(let queueNames):
                 group.addTask { await self.load(queueNames) }
-            case .claim(let heads, let asking):
-                group.addTask { await self.claim(heads, asking: asking) }
-            case .run(let entries, let next, let yielding):
-                let runs = zip(entries, next).compactMap { makeRun($0, next: $1, yielding: yielding) }
+            case .claim(let heads):
+                group.addTask { await self.claim(heads) }
+            case .run(let entries, let next):
+                let runs = zip(entries, next).compactMap { makeRun($0, next: $1) }
                 group.addTask { self.launch(runs) }
             case .release(let queueNames):
                 // Not a child of the group, which is cancelled once the broker has stopped.
@@ -305,9 +305,9 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         }
     }
 
-    private func claim(_ heads: [StoredTask], asking: Bool) async {
+    private func claim(_ heads: [StoredTask]) async {
         do {
-            let results = try await storage.claim(heads, owner: owner, leaseDuration: leaseDuration, askingHolders: asking)
+            let results = try await storage.claim(heads, owner: owner, leaseDuration: leaseDuration)
             mailbox.post(.claimed(heads, results: results))
         } catch {
             mailbox.post(.claimFailed(heads, message: "\(error)"))
@@ -379,7 +379,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
     // MARK: - Running handlers
 
     /// What runs one action's handler and hands its outcome over (`nil` when it does not decode).
-    private func makeRun(_ entry: BrokerEntry, next: StoredTask?, yielding: Bool) -> (@Sendable (LaunchGroup) async -> Void)? {
+    private func makeRun(_ entry: BrokerEntry, next: StoredTask?) -> (@Sendable (LaunchGroup) async -> Void)? {
         guard let action = (entry.action as? TypedActionBox<Handler.Action>)?.value else { return nil }
         let task = entry.task
         let now = time.elapsed()
@@ -398,9 +398,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             case .retry(let after): pause = after > .zero ? .until(time.now().addingTimeInterval(after.timeInterval)) : nil
             case .waitForRestart: pause = .untilRestart
             }
-            let outcome = BrokerOutcome(
-                task: task, result: result, pause: pause, next: result == .success ? next : nil, yielding: yielding && next != nil
-            )
+            let outcome = BrokerOutcome(task: task, result: result, pause: pause, next: result == .success ? next : nil)
             // Straight to the committer (through the launch while it still starts handlers):
             // outcomes that arrive while a commit runs share the next one.
             if !launch.collect(outcome) {

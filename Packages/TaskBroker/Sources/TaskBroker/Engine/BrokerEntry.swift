@@ -55,16 +55,12 @@ struct BrokerOutcome: Sendable {
     /// On a shared backend, for a success: the queue's next head when the action started, which the
     /// finish claims along with the outcome (``TaskStorage/finish(_:claimingNext:owner:leaseDuration:)``).
     let next: StoredTask?
-    /// Other queues waited for the broker's slots when the action started: the finish lets the
-    /// lease go instead of claiming `next` if an idle worker asked for the queue.
-    let yielding: Bool
 
-    init(task: StoredTask, result: TaskResult, pause: TaskPause?, next: StoredTask? = nil, yielding: Bool = false) {
+    init(task: StoredTask, result: TaskResult, pause: TaskPause?, next: StoredTask? = nil) {
         self.task = task
         self.result = result
         self.pause = pause
         self.next = next
-        self.yielding = yielding
     }
 
     var stored: TaskOutcome {

@@ -106,10 +106,8 @@ extension BrokerStateMachine {
             cancelTimer(leaseWait, into: &out)
             state.leaseWait = nil
         }
-        // Read again, the queue's head is claimed again before it runs (and asked for again if
-        // another worker still holds it).
+        // Read again, the queue's head is claimed again before it runs.
         state.nextClaim = nil
-        state.asked = false
         readAgain(&state, queueName)
         queues[queueName] = state
     }
@@ -127,14 +125,7 @@ extension BrokerStateMachine {
                held.id == BrokerActionID(task), held.task.revision == task.revision {
                 return
             }
-            // A completion is announced when its worker let the queue's lease go: a broker waiting
-            // for that lease reads the queue and claims it now. (Completions whose worker kept the
-            // lease for the next head are not announced, so what it knows of the queue may be stale.)
-            // Not this broker's own completion, heard late from its own feed: it knows the action
-            // no more, and its wait (after letting the lease go to an asker) is for the asker.
-            let waited = queues[task.queueName]?.leaseWait != nil && locations[BrokerActionID(task)] != nil
             apply(.deleted(task), into: &out)
-            if waited { reload(task.queueName, into: &out) }
         case .deleted(let task):
             if queues[task.queueName]?.load != nil {
                 queues[task.queueName]?.load?.buffered.append(change)

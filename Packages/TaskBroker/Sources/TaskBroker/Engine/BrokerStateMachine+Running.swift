@@ -36,42 +36,11 @@ extension BrokerStateMachine {
             readyHead = 0
         }
         if !claimed.isEmpty { start(claimed, into: &out) }
-        // Nothing else waits for a slot: the broker could run more than it claims.
-        let idle = readyHead >= ready.count && running < configuration.maxConcurrentQueues
-        if idle, configuration.claimsHeads, phase == .running { askForHeldQueues(into: &picks, &out) }
         guard !picks.isEmpty else { return }
         if configuration.claimsHeads {
-            let asking = readyHead >= ready.count
-            if asking {
-                for pick in picks {
-                    inPlace(pick.task.queueName) { $0.asked = true }
-                }
-            }
-            out.append(.claim(picks.map(\.task), asking: asking))
+            out.append(.claim(picks.map(\.task)))
         } else {
             start(picks, into: &out)
-        }
-    }
-
-    /// Claims again, asking their holders to let them go, the queues that wait for another worker's
-    /// lease and were claimed without asking (while other queues waited for this broker's slots),
-    /// as many as the broker has free slots for. A holder that keeps such a queue's lease for
-    /// heads it runs one after another, while its own slots are full, would otherwise keep it
-    /// from this idle broker until the queue is empty (a second worker of a busy pool ran 3 % of
-    /// the burn-down benchmark's actions).
-    mutating func askForHeldQueues(into picks: inout [BrokerEntry], _ out: inout [Output]) {
-        while running < configuration.maxConcurrentQueues, let queueName = unasked.popFirst() {
-            guard var state = queues.removeValue(forKey: queueName) else { continue }
-            defer { queues[queueName] = state }
-            guard let leaseWait = state.leaseWait, !state.asked, state.load == nil, !state.inFlight,
-                  !state.blocked, let held = state.held, held.task.pause == nil else { continue }
-            // An answer of "held elsewhere" sets a new one.
-            cancelTimer(leaseWait, into: &out)
-            state.leaseWait = nil
-            state.asked = true
-            state.inFlight = true
-            running += 1
-            picks.append(held)
         }
     }
 
@@ -124,8 +93,7 @@ extension BrokerStateMachine {
                 next.append(nextHead(of: task.queueName))
             }
         }
-        // Other queues wait for this broker's slots: a next head would wait behind them.
-        if !runs.isEmpty { out.append(.run(runs, next: next, yielding: readyHead < ready.count)) }
+        if !runs.isEmpty { out.append(.run(runs, next: next)) }
         if !undecodable.isEmpty { out.append(.store(undecodable)) }
     }
 
@@ -160,7 +128,6 @@ extension BrokerStateMachine {
             }
             switch result {
             case .granted:
-                state.asked = false
                 runs.append(held)
             case .changed:
                 // The head is gone, changed or paused since it was read: read the queue again.
@@ -168,11 +135,9 @@ extension BrokerStateMachine {
                 readAgain(&state, queueName)
             case .heldElsewhere(let until):
                 // Another worker runs the queue: wait for its lease to expire (it dies) or for the
-                // queue to change, then read it again. Asked for once the broker is idle, if this
-                // claim did not ask (its holder's completion, if it lets the queue go, reads it again).
+                // queue to change, then read it again.
                 endFlight(&state)
                 state.leaseWait = startTimer(.leaseExpiry(queueName), .until(until), into: &out)
-                if !state.asked { unasked.insert(queueName) }
             }
         }
         for queueName in notStarted {
@@ -187,7 +152,6 @@ extension BrokerStateMachine {
     /// one's "read again", and the first answer, older, was applied). A read waiting for its retry
     /// reads everything anew anyway.
     mutating func readAgain(_ state: inout Queue, _ queueName: String) {
-        state.asked = false
         guard let load = state.load else {
             state.load = Queue.Load()
             loadsToIssue.append(queueName)
@@ -233,8 +197,6 @@ extension BrokerStateMachine {
             endFlight(&state)
             let continued = state.continued
             state.continued = false
-            let yielded = state.yielded
-            state.yielded = false
             if continued, phase != .running { unused.append(queueName) }
             // A read of the queue under way began before this outcome was committed: it may still
             // show the action as it was (run again after a success, or with its old attempts).
@@ -280,13 +242,6 @@ extension BrokerStateMachine {
             case .success:
                 state.held = nil
                 locations[BrokerActionID(task)] = nil
-                if yielded, phase == .running {
-                    // Its lease went to a worker that asked for the queue: leave the queue to it
-                    // (claiming it again at once won the race, and the asker paid a read for
-                    // nothing). Claimed again if the asker has not taken it by then, or read
-                    // again when it changes.
-                    state.leaseWait = startTimer(.leaseExpiry(queueName), .after(configuration.nextHeadLifetime), into: &out)
-                }
                 // The finish claimed the next head: it starts without a claim if it is still the head
                 // when its turn in the ready line comes (changes may arrive meanwhile).
                 if continued, phase == .running {

@@ -58,9 +58,6 @@ struct BrokerStateMachine {
         /// The outcomes about to be reported `stored` for these queues also claimed their next
         /// heads (shared backends): each may start without a claim, if it is still the head.
         case continued([String])
-        /// The outcomes about to be reported `stored` for these queues let their leases go to a
-        /// worker that asked for them (shared backends).
-        case yielded([String])
         /// These outcomes are committed.
         case stored([BrokerOutcome])
         /// Storing these outcomes failed; nothing of them was applied.
@@ -86,14 +83,11 @@ struct BrokerStateMachine {
     enum Output: Sendable {
         /// Read these queues; answer with `loaded` or `loadFailed`.
         case load([String])
-        /// Claim these heads; answer with `claimed` or `claimFailed`. `asking`: the broker has
-        /// nothing else to run, and asks the holders of queues held elsewhere to let them go.
-        case claim([StoredTask], asking: Bool)
+        /// Claim these heads; answer with `claimed` or `claimFailed`.
+        case claim([StoredTask])
         /// Run these actions' handlers; their outcomes go to the committer. `next` holds, for each,
         /// the head its queue runs after it (shared backends): its finish claims that head too.
-        /// `yielding`: other queues wait for the broker's slots, so that a next head would not
-        /// start at once; its finish lets the lease go if an idle worker asked for the queue.
-        case run([BrokerEntry], next: [StoredTask?], yielding: Bool)
+        case run([BrokerEntry], next: [StoredTask?])
         /// Let go of the leases just granted on these queues (the broker stops); nothing answers.
         case release([String])
         /// Store these outcomes (through the committer); answer with `stored` or `storeFailed`.
@@ -151,8 +145,6 @@ struct BrokerStateMachine {
         var outdated = false
         /// The finish of `held` also claimed the queue's next head (`continued`).
         var continued = false
-        /// The finish of `held` let the queue's lease go to a worker that asked for it (`yielded`).
-        var yielded = false
         /// The head claimed with its predecessor's outcome: it starts without a claim while it is
         /// still the head and its claim is young (see `Configuration.nextHeadLifetime`).
         var nextClaim: NextClaim?
@@ -162,9 +154,6 @@ struct BrokerStateMachine {
         /// stopping broker lets such leases go, so that other workers need not wait for them to
         /// expire. (An idle queue is forgotten all the same: its lease then expires.)
         var keptLease = false
-        /// A claim of this queue that found it held elsewhere asked its holder to let it go: the
-        /// broker asks once per wait (see `askForHeldQueues`), until the queue is read again.
-        var asked = false
 
         struct NextClaim {
             var id: BrokerActionID
@@ -250,9 +239,6 @@ struct BrokerStateMachine {
     var ready: [String] = []
     var readyHead = 0
     var readySet: Set<String> = []
-    /// Queues waiting for another worker's lease whose claim did not ask for them (see
-    /// `askForHeldQueues`); entries are checked when taken, not removed when they go stale.
-    var unasked: Set<String> = []
     /// Which queue holds each action the broker knows of (waiting or held).
     var locations: [BrokerActionID: String] = [:]
     var timers: [UInt64: TimerPurpose] = [:]
@@ -349,10 +335,6 @@ struct BrokerStateMachine {
         case .continued(let queueNames):
             for queueName in queueNames {
                 inPlace(queueName) { $0.markContinued() }
-            }
-        case .yielded(let queueNames):
-            for queueName in queueNames {
-                inPlace(queueName) { if $0.inFlight { $0.yielded = true } }
             }
         case .stored(let outcomes):
             stored(outcomes, into: &out)

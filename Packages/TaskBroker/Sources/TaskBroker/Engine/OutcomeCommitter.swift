@@ -98,14 +98,11 @@ final class AsyncOutcomeCommitter: OutcomeCommitter {
         do {
             // Each success also claims its queue's next head: one commit per action, not two.
             var nextHeads: [String: StoredTask] = [:]
-            var yielding: Set<String> = []
             for outcome in batch {
-                guard let next = outcome.next else { continue }
-                nextHeads[outcome.task.queueName] = next
-                if outcome.yielding { yielding.insert(outcome.task.queueName) }
+                if let next = outcome.next { nextHeads[outcome.task.queueName] = next }
             }
             let report = try await storage.finish(
-                batch.map(\.stored), claimingNext: nextHeads, yieldingIfWanted: yielding, owner: owner, leaseDuration: leaseDuration
+                batch.map(\.stored), claimingNext: nextHeads, owner: owner, leaseDuration: leaseDuration
             )
             var inputs: [BrokerStateMachine.Input] = []
             // Refused by the lease's fencing epoch: those queues were taken over.
@@ -113,7 +110,6 @@ final class AsyncOutcomeCommitter: OutcomeCommitter {
             // Deleted or replaced before the outcome arrived (the change is still on its way).
             if !report.outdated.isEmpty { inputs.append(.outdated(report.outdated.sorted())) }
             if !report.continued.isEmpty { inputs.append(.continued(Array(report.continued))) }
-            if !report.yielded.isEmpty { inputs.append(.yielded(Array(report.yielded))) }
             inputs.append(.stored(batch))
             mailbox.post(contentsOf: inputs)
         } catch {

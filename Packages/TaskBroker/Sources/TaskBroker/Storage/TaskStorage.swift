@@ -187,43 +187,6 @@ public protocol TaskStorage: Sendable {
         _ outcomes: [TaskOutcome], claimingNext nextHeads: [String: StoredTask], owner: String, leaseDuration: Duration
     ) async throws -> TaskFinishReport
 
-    /// Claims heads like ``claim(_:owner:leaseDuration:)`` and, when `askingHolders`, asks the
-    /// holders of the queues another owner holds to let them go (shared backends): the claimant has
-    /// nothing else to run. A holder that would not start such a queue's next head at once lets
-    /// its lease go at its next finish (``finish(_:claimingNext:yieldingIfWanted:owner:leaseDuration:)``)
-    /// instead of keeping it, and the change feed reports that completion: the claimant then reads
-    /// the queue and claims it again. The default asks nothing.
-    ///
-    /// - Parameters:
-    ///   - heads: The actions to run, at most one per queue.
-    ///   - owner: A name unique to the claiming broker.
-    ///   - leaseDuration: How long a lease lasts unless renewed (backends that do not set their own).
-    ///   - askingHolders: Whether to ask the holders of queues held elsewhere to let them go.
-    /// - Returns: What ``claim(_:owner:leaseDuration:)`` returns.
-    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
-    func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration, askingHolders: Bool) async throws -> [TaskClaimResult]
-
-    /// Stores outcomes like ``finish(_:claimingNext:owner:leaseDuration:)``, except that a queue in
-    /// `yielding` lets its lease go instead of keeping it for its next head if a claimant asked for
-    /// it (``claim(_:owner:leaseDuration:askingHolders:)``): its broker would not start that head at
-    /// once (other queues wait for its slots), and the claimant has nothing else to run. The
-    /// default ignores `yielding`.
-    ///
-    /// - Parameters:
-    ///   - outcomes: What became of each action.
-    ///   - nextHeads: For queues whose outcome is a completion, the head the broker would run next, by queue name.
-    ///   - yielding: The queues of `nextHeads` whose lease goes to a claimant that asked for it.
-    ///   - owner: The broker that ran them.
-    ///   - leaseDuration: How long the lease on a claimed next head lasts (backends that do not set their own).
-    /// - Returns: What ``finish(_:claimingNext:owner:leaseDuration:)`` returns; a queue whose lease
-    ///   was let go is not in ``TaskFinishReport/continued``.
-    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`; nothing is stored then.
-    @discardableResult
-    func finish(
-        _ outcomes: [TaskOutcome], claimingNext nextHeads: [String: StoredTask], yieldingIfWanted yielding: Set<String>,
-        owner: String, leaseDuration: Duration
-    ) async throws -> TaskFinishReport
-
     /// Clears the pause of every action in the given queues.
     ///
     /// - Parameter queueNames: The queues to resume.
@@ -334,28 +297,6 @@ extension TaskStorage {
     /// No leases to release.
     public func release(_ queueNames: [String], owner: String) async throws {}
 
-    /// Claims without asking anything of other holders.
-    ///
-    /// - Returns: What ``claim(_:owner:leaseDuration:)`` returns.
-    /// - Throws: What ``claim(_:owner:leaseDuration:)`` throws.
-    public func claim(
-        _ heads: [StoredTask], owner: String, leaseDuration: Duration, askingHolders: Bool
-    ) async throws -> [TaskClaimResult] {
-        try await claim(heads, owner: owner, leaseDuration: leaseDuration)
-    }
-
-    /// Keeps every lease ``finish(_:claimingNext:owner:leaseDuration:)`` keeps.
-    ///
-    /// - Returns: What ``finish(_:claimingNext:owner:leaseDuration:)`` returns.
-    /// - Throws: What ``finish(_:claimingNext:owner:leaseDuration:)`` throws.
-    @discardableResult
-    public func finish(
-        _ outcomes: [TaskOutcome], claimingNext nextHeads: [String: StoredTask], yieldingIfWanted yielding: Set<String>,
-        owner: String, leaseDuration: Duration
-    ) async throws -> TaskFinishReport {
-        try await finish(outcomes, claimingNext: nextHeads, owner: owner, leaseDuration: leaseDuration)
-    }
-
     /// No leases: stores the outcomes (``finish(_:owner:)``) and claims no next head.
     ///
     /// - Returns: What ``finish(_:owner:)`` returns.
@@ -391,10 +332,6 @@ public struct TaskFinishReport: Sendable, Hashable {
     /// (``TaskStorage/finish(_:claimingNext:owner:leaseDuration:)``): the claimant still holds
     /// their lease, under the same epoch.
     public var continued: Set<String>
-    /// Queues whose completion was stored and whose lease was let go, instead of kept for the next
-    /// head, because another worker asked for it
-    /// (``TaskStorage/finish(_:claimingNext:yieldingIfWanted:owner:leaseDuration:)``).
-    public var yielded: Set<String>
 
     /// Creates a report.
     ///
@@ -402,12 +339,10 @@ public struct TaskFinishReport: Sendable, Hashable {
     ///   - fenced: Queues whose outcome the lease's epoch refused.
     ///   - outdated: Queues whose action was deleted or replaced meanwhile.
     ///   - continued: Queues whose next head was claimed with the outcome.
-    ///   - yielded: Queues whose lease went to a worker that asked for it.
-    public init(fenced: Set<String> = [], outdated: Set<String> = [], continued: Set<String> = [], yielded: Set<String> = []) {
+    public init(fenced: Set<String> = [], outdated: Set<String> = [], continued: Set<String> = []) {
         self.fenced = fenced
         self.outdated = outdated
         self.continued = continued
-        self.yielded = yielded
     }
 }
 

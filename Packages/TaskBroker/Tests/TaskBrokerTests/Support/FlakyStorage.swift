@@ -56,19 +56,6 @@ final class FlakyStorage: TaskStorage {
         return try await base.finish(outcomes, claimingNext: nextHeads, owner: owner, leaseDuration: leaseDuration)
     }
 
-    func finish(
-        _ outcomes: [TaskOutcome], claimingNext nextHeads: [String: StoredTask], yieldingIfWanted yielding: Set<String>,
-        owner: String, leaseDuration: Duration
-    ) async throws -> TaskFinishReport {
-        try call(.store)
-        return try await base.finish(outcomes, claimingNext: nextHeads, yieldingIfWanted: yielding, owner: owner, leaseDuration: leaseDuration)
-    }
-
-    func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration, askingHolders: Bool) async throws -> [TaskClaimResult] {
-        try call(.claim)
-        return try await base.claim(heads, owner: owner, leaseDuration: leaseDuration, askingHolders: askingHolders)
-    }
-
     func save(_ tasks: [NewTask]) async throws -> [StoredTask] { try await base.save(tasks) }
     func delete(key: String, collection: String) async throws -> StoredTask? { try await base.delete(key: key, collection: collection) }
     func queueNames() async throws -> [String] { try await base.queueNames() }

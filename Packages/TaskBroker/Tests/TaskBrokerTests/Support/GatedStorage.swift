@@ -72,15 +72,6 @@ final class GatedStorage: TaskStorage {
     ) async throws -> TaskFinishReport {
         try await base.finish(outcomes, claimingNext: nextHeads, owner: owner, leaseDuration: leaseDuration)
     }
-    func finish(
-        _ outcomes: [TaskOutcome], claimingNext nextHeads: [String: StoredTask], yieldingIfWanted yielding: Set<String>,
-        owner: String, leaseDuration: Duration
-    ) async throws -> TaskFinishReport {
-        try await base.finish(outcomes, claimingNext: nextHeads, yieldingIfWanted: yielding, owner: owner, leaseDuration: leaseDuration)
-    }
-    func claim(_ heads: [StoredTask], owner: String, leaseDuration: Duration, askingHolders: Bool) async throws -> [TaskClaimResult] {
-        try await base.claim(heads, owner: owner, leaseDuration: leaseDuration, askingHolders: askingHolders)
-    }
     func resume(queues queueNames: [String]) async throws -> [StoredTask] { try await base.resume(queues: queueNames) }
     func purge(queue queueName: String) async throws -> Int { try await base.purge(queue: queueName) }
     func snapshot() async throws -> [TaskQueueSnapshot] { try await base.snapshot() }

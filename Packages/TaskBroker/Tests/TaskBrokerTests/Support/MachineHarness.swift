@@ -78,7 +78,7 @@ extension [BrokerStateMachine.Output] {
     /// The keys of the actions to run, in order.
     var runs: [String] {
         flatMap { output -> [String] in
-            if case .run(let entries, _, _) = output { return entries.map(\.task.key) }
+            if case .run(let entries, _) = output { return entries.map(\.task.key) }
             return []
         }
     }
@@ -86,7 +86,7 @@ extension [BrokerStateMachine.Output] {
     /// For each action to run, in order, the next head its finish claims (`nil`: none).
     var nextHeads: [String?] {
         flatMap { output -> [String?] in
-            if case .run(_, let next, _) = output { return next.map { $0?.key } }
+            if case .run(_, let next) = output { return next.map { $0?.key } }
             return []
         }
     }
@@ -94,7 +94,7 @@ extension [BrokerStateMachine.Output] {
     /// The entries to run, in order.
     var runEntries: [BrokerEntry] {
         flatMap { output -> [BrokerEntry] in
-            if case .run(let entries, _, _) = output { return entries }
+            if case .run(let entries, _) = output { return entries }
             return []
         }
     }
@@ -115,23 +115,7 @@ extension [BrokerStateMachine.Output] {
 
     var claims: [[String]] {
         compactMap { output in
-            if case .claim(let heads, _) = output { return heads.map(\.key) }
-            return nil
-        }
-    }
-
-    /// For each claim, whether it asks the holders of queues held elsewhere to let them go.
-    var asking: [Bool] {
-        compactMap { output in
-            if case .claim(_, let asking) = output { return asking }
-            return nil
-        }
-    }
-
-    /// For each launch of handlers, whether their finishes may hand their queues over.
-    var yielding: [Bool] {
-        compactMap { output in
-            if case .run(_, _, let yielding) = output { return yielding }
+            if case .claim(let heads) = output { return heads.map(\.key) }
             return nil
         }
     }
