@@ -5,8 +5,12 @@ import Testing
 @Suite(.timeLimit(.minutes(1)))
 struct LifecycleTests {
     @Test func autoJobRunsCommandsWithTheSeedsCallbackOrder() async throws {
+        // The first command waits until the second is chained: an auto job whose only command
+        // finished before the next was added pauses in between, which is another order.
+        let gate = Gate()
         let job = RecordingJob(mode: .auto)
-        job.doInBackground {}.doInUtility {}
+        job.doInBackground { gate.wait() }.doInUtility {}
+        gate.open()
         try await job.idle()
         #expect(await job.callbacks.values(count: 8) == [
             "willStart", "didStart", "didFinish",

@@ -223,12 +223,18 @@ struct SQLiteJobPersisterTests {
         try await database.write { db in try db.execute(sql: "CREATE TABLE t (x INTEGER)") }
         let holder = try DatabaseQueue(path: path)
         let locked = EventCollector<Bool>()
+        let unlocked = EventCollector<Bool>()
         let unlock = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
-            try? holder.write { db in
-                try db.execute(sql: "INSERT INTO t VALUES (0)")
-                locked.record(true)
-                unlock.wait()
+            do {
+                try holder.write { db in
+                    try db.execute(sql: "INSERT INTO t VALUES (0)")
+                    locked.record(true)
+                    unlock.wait()
+                }
+                unlocked.record(true)
+            } catch {
+                unlocked.record(false)
             }
         }
         _ = await locked.values(count: 1)
@@ -261,6 +267,9 @@ struct SQLiteJobPersisterTests {
         #expect(await outcomes.values(count: 8) == Array(repeating: false, count: 8), "every caller fails while the lock is held")
         #expect(writer.commits == 2, "the first caller's commit, then one for the seven queued behind it")
         unlock.signal()
+        // The holder commits before the next submit: a write begun while it still held the lock
+        // would hold a read lock that makes the holder's own commit fail (it has no busy timeout).
+        #expect(await unlocked.values(count: 1) == [true])
         try writer.submit(9)
         #expect(try await database.read { db in try Int.fetchAll(db, sql: "SELECT x FROM t ORDER BY x") } == [0, 9])
     }
