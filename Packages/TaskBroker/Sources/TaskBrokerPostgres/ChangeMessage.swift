@@ -2,7 +2,8 @@ import Foundation
 import TaskBroker
 
 /// The payload of one change notification: queues whose actions changed (`q`), actions that
-/// completed (`c`: queue, collection, key, revision), or `a` when listeners should read everything.
+/// completed (`c`: queue, collection, key, revision), `a` when listeners should read everything,
+/// or `w`, the name of a pool one of whose workers has room for `n` more queues.
 /// A finish's notifications begin with the sending storage's origin (`"o"`, see
 /// ``originPrefix(_:)``), so that its own change feed skips them unread (it delivers the same
 /// changes in process); other storages' feeds decode them and ignore the key.
@@ -13,6 +14,8 @@ struct ChangeMessage: Codable, Equatable {
     var q: [String]?
     var c: [[String]]?
     var a: Bool?
+    var w: String?
+    var n: Int?
 
     static let limit = 7_000
 
@@ -20,6 +23,13 @@ struct ChangeMessage: Codable, Equatable {
     /// letters and digits (no JSON escaping needed).
     static func originPrefix(_ origin: String) -> String {
         #"{"o":"\#(origin)","#
+    }
+
+    /// The notification that a worker of `pool` has room for `room` more queues, from the storage
+    /// `origin` (its own feed skips it); `nil` for a pool name too long for one.
+    static func spareCapacity(pool: String, room: Int, origin: String) -> String? {
+        guard encodedLength(pool) < limit, let data = try? JSONEncoder().encode(pool) else { return nil }
+        return originPrefix(origin) + #""w":"# + String(decoding: data, as: UTF8.self) + #","n":\#(room)}"#
     }
 
     /// The notifications of one transaction.
@@ -77,6 +87,7 @@ struct ChangeMessage: Codable, Equatable {
     func changes() -> [TaskStorageChange]? {
         if a == true { return nil }
         var changes: [TaskStorageChange] = []
+        if let w { changes.append(.spareCapacity(pool: w, room: max(n ?? 1, 1))) }
         if let q, !q.isEmpty { changes.append(.queuesChanged(q)) }
         if let c {
             let tasks = c.compactMap { entry -> StoredTask? in

@@ -419,6 +419,18 @@ public final class PostgresTaskStorage: TaskStorage {
         }
     }
 
+    /// Notifies the other processes' change feeds that a worker of `pool` has room
+    /// (``ChangeMessage/spareCapacity(pool:room:origin:)``): one notification, no table.
+    public func announceSpareCapacity(pool: String, room: Int) async throws {
+        guard let payload = ChangeMessage.spareCapacity(pool: pool, room: room, origin: origin) else {
+            logger.debug("a pool name too long for a notification: its workers do not ask each other for queues")
+            return
+        }
+        try await transaction("ask for queues") { connection in
+            try await notify([payload], on: connection)
+        }
+    }
+
     /// Clears the pauses of the given queues and notifies them.
     public func resume(queues queueNames: [String]) async throws -> [StoredTask] {
         guard !queueNames.isEmpty else { return [] }

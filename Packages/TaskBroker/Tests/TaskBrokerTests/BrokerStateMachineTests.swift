@@ -437,7 +437,8 @@ import Testing
         let until = Date(timeIntervalSince1970: 2_000)
         #expect(h.send(MachineHarness.loaded("q", [a, b])).claims == [["a"]])
         let held = h.send(.claimed([a.task], results: [.heldElsewhere(until: until)]))
-        #expect(held.timers.map(\.delay) == [.until(until)], "wait for the lease to expire")
+        #expect(held.timers.map(\.delay) == [.until(until), .after(.seconds(3))], "wait for the lease to expire, and pause between asks")
+        #expect(held.asks == 1, "this worker has room: it asks the pool for queues")
         #expect(held.claims.isEmpty && held.runs.isEmpty)
     }
 

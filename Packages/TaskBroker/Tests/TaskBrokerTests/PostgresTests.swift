@@ -270,6 +270,8 @@ struct PostgresTests {
                 case .queuesChanged(let names):
                     #expect(!names.contains("rest"), "no notification was too long (a catch-up read every queue)")
                     failed.formUnion(names)
+                case .spareCapacity(let pool, _):
+                    Issue.record("no worker asked for queues: \(pool)")
                 }
             }
         }

@@ -139,6 +139,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 applied.append(.reload(queueNames))
             case .unowned(let queueNames):
                 applied.append(.unowned(queueNames))
+            case .spareCapacity(let pool, let room):
+                if pool == name { applied.append(.spareCapacityElsewhere(room: room)) }
             }
         }
         mailbox.post(.changes(applied))
@@ -155,7 +157,9 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 maxConcurrentQueues: configuration.maxConcurrentQueues,
                 claimsHeads: sqlite == nil,
                 storageBackoff: configuration.storageRetryBackoff,
-                nextHeadLifetime: leaseDuration / 12
+                nextHeadLifetime: leaseDuration / 12,
+                sharingLifetime: leaseDuration,
+                askInterval: leaseDuration / 3
             ),
             accepts: { queueName in
                 guard filter(queueName) else { return .refused }
@@ -226,6 +230,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             case .release(let queueNames):
                 // Not a child of the group, which is cancelled once the broker has stopped.
                 releases.append(Task { await self.release(queueNames) })
+            case .announceSpareCapacity(let room):
+                group.addTask { await self.announceSpareCapacity(room: room) }
             case .store(let outcomes):
                 committer.submit(outcomes)
             case .startTimer(let token, let delay):
@@ -346,6 +352,16 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             logger.debug("released the leases of \(queueNames.count) queue(s) claimed as the broker stopped")
         } catch {
             logger.warning("could not release the leases of \(queueNames.count) queue(s) claimed as the broker stopped (\(Self.summary(queueNames))); other workers take them over when the leases expire: \(error)")
+        }
+    }
+
+    private func announceSpareCapacity(room: Int) async {
+        do {
+            try await storage.announceSpareCapacity(pool: name, room: room)
+            logger.debug("has room for \(room) more queue(s): asked the pool's other workers to let queues go")
+        } catch {
+            // The machine asks again at its next refused claim, once its pause between asks ends.
+            logger.debug("could not ask the pool's other workers to let queues go: \(error)")
         }
     }
 

@@ -111,6 +111,9 @@ enum BrokerChange: Sendable {
     /// The broker of this process that owned these queues stopped: a broker whose filter accepts
     /// them may take them now.
     case unowned([String])
+    /// A worker of this broker's pool in another process has room and waits for queues that
+    /// other workers hold (shared backends).
+    case spareCapacityElsewhere(room: Int)
 }
 
 /// A decoded action, type-erased so that the state machine is not generic.

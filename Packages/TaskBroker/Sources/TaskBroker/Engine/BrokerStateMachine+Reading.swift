@@ -125,6 +125,14 @@ extension BrokerStateMachine {
                held.id == BrokerActionID(task), held.task.revision == task.revision {
                 return
             }
+            // A completion is announced only when its worker lets the queue go (one that keeps it
+            // for the next head announces nothing): a wait for that worker's lease ends here, and
+            // the queue's next head is claimed, instead of waiting for the lease to expire.
+            if let leaseWait = queues[task.queueName]?.leaseWait {
+                cancelTimer(leaseWait, into: &out)
+                inPlace(task.queueName) { $0.leaseWait = nil }
+                markReady(task.queueName)
+            }
             apply(.deleted(task), into: &out)
         case .deleted(let task):
             if queues[task.queueName]?.load != nil {
@@ -172,6 +180,11 @@ extension BrokerStateMachine {
             for queueName in queueNames {
                 reload(queueName, into: &out)
             }
+        case .spareCapacityElsewhere(let room):
+            guard configuration.claimsHeads else { return }
+            sharingBudget = max(sharingBudget, room)
+            if let sharing { cancelTimer(sharing, into: &out) }
+            sharing = startTimer(.sharingEnds, .after(configuration.sharingLifetime), into: &out)
         case .unowned(let queueNames):
             // Their owner stopped: asked for now, not at their next change, since their stored
             // actions announce none (`accepts` takes a queue if this broker's filter accepts it and

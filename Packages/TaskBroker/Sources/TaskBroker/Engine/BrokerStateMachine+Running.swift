@@ -48,6 +48,12 @@ extension BrokerStateMachine {
     /// runs): the finish of that action claims it too, so that it starts without a claim.
     mutating func nextHead(of queueName: String) -> StoredTask? {
         guard configuration.claimsHeads, phase == .running else { return nil }
+        // Another worker of the pool has room, and more queues are ready here than this worker
+        // runs: the finish lets this queue go (and announces it), so that either may claim it.
+        if sharingBudget > 0, running >= configuration.maxConcurrentQueues, readyHead < ready.count {
+            sharingBudget -= 1
+            return nil
+        }
         return inPlace(queueName) { $0.claimableNext() } ?? nil
     }
 
@@ -138,6 +144,7 @@ extension BrokerStateMachine {
                 // queue to change, then read it again.
                 endFlight(&state)
                 state.leaseWait = startTimer(.leaseExpiry(queueName), .until(until), into: &out)
+                refusedSinceAsk = true
             }
         }
         for queueName in notStarted {

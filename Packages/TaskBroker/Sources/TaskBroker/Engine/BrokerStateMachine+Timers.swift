@@ -55,6 +55,13 @@ extension BrokerStateMachine {
             guard queues[queueName]?.leaseWait == token else { return }
             queues[queueName]?.leaseWait = nil
             markReady(queueName, first: true)
+        case .sharingEnds:
+            if sharing == token {
+                sharing = nil
+                sharingBudget = 0
+            }
+        case .askPauseEnds:
+            if askPause == token { askPause = nil }
         case .nextHeadExpiry(let queueNames):
             // Unrenewed for too long: those heads are claimed again when their turn comes.
             for queueName in queueNames {

@@ -13,6 +13,8 @@ enum TaskChange: Sendable {
     case external(queueNames: [String])
     /// The broker that owned these queues in this process stopped: another may take them.
     case unowned(queueNames: [String])
+    /// A worker of the pool of this name in another process has room for `room` more queues.
+    case spareCapacity(pool: String, room: Int)
 }
 
 extension TaskChange {
@@ -21,6 +23,7 @@ extension TaskChange {
         switch change {
         case .queuesChanged(let queueNames): [.external(queueNames: queueNames)]
         case .completed(let tasks): tasks.map { .completed($0) }
+        case .spareCapacity(let pool, let room): [.spareCapacity(pool: pool, room: room)]
         }
     }
 }

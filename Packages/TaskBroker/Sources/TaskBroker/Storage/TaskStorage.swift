@@ -257,6 +257,17 @@ public protocol TaskStorage: Sendable {
     ///   - owner: The broker that claimed them.
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`; the leases then expire as usual.
     func release(_ queueNames: [String], owner: String) async throws
+
+    /// Tells the other workers of a pool that this one has room and waits for queues they hold
+    /// (shared backends): it delivers ``TaskStorageChange/spareCapacity(pool:room:)`` to the
+    /// change feeds of every other process. A worker that hears it and has more ready queues than
+    /// it can run lets up to `room` of them go with their outcomes, instead of keeping them.
+    ///
+    /// - Parameters:
+    ///   - pool: The name of the brokers that share the work.
+    ///   - room: How many more queues this worker could run now.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`; the broker asks again later.
+    func announceSpareCapacity(pool: String, room: Int) async throws
 }
 
 extension TaskStorage {
@@ -296,6 +307,9 @@ extension TaskStorage {
 
     /// No leases to release.
     public func release(_ queueNames: [String], owner: String) async throws {}
+
+    /// No other processes to tell.
+    public func announceSpareCapacity(pool: String, room: Int) async throws {}
 
     /// No leases: stores the outcomes (``finish(_:owner:)``) and claims no next head.
     ///
@@ -352,6 +366,10 @@ public enum TaskStorageChange: Sendable, Hashable {
     /// read them again.
     case queuesChanged([String])
     /// These actions completed and were deleted (only `queueName`, `key`, `collection` and
-    /// `revision` are meaningful).
+    /// `revision` are meaningful). Their worker let their queues go.
     case completed([StoredTask])
+    /// A worker of the pool named `pool` in another process has room and waits for queues that
+    /// other workers hold, and could run `room` more queues
+    /// (``TaskStorage/announceSpareCapacity(pool:room:)``).
+    case spareCapacity(pool: String, room: Int)
 }

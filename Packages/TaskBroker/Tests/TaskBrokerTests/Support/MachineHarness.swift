@@ -148,6 +148,17 @@ extension [BrokerStateMachine.Output] {
         }
     }
 
+    /// How many times the machine asks the pool's other workers for queues.
+    var asks: Int { room.count }
+
+    /// The room each ask for queues announces.
+    var room: [Int] {
+        compactMap { output in
+            if case .announceSpareCapacity(let room) = output { return room }
+            return nil
+        }
+    }
+
     var finishes: Bool {
         contains { if case .finish = $0 { return true } else { return false } }
     }
