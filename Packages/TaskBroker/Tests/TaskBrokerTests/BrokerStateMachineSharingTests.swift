@@ -49,31 +49,42 @@ import Testing
     }
 
     @Test func aBusyWorkerLetsQueuesGoWithTheirOutcomesWhileAnotherHasRoom() throws {
-        func busyWorker() -> (MachineHarness, [BrokerEntry]) {
+        func busyWorker() -> (MachineHarness, [String: BrokerEntry]) {
             var h = MachineHarness(maxConcurrentQueues: 1, claimsHeads: true)
-            let entries = [h.entry("a1", "q"), h.entry("a2", "q"), h.entry("a3", "q"), h.entry("b1", "r"), h.entry("b2", "r")]
-            _ = h.send(.start(["q", "r"]))
-            _ = h.send(MachineHarness.loaded("q", Array(entries[..<3])), MachineHarness.loaded("r", Array(entries[3...])))
+            var entries: [String: BrokerEntry] = [:]
+            for (queue, prefix) in [("q", "a"), ("r", "b"), ("s", "c")] {
+                let list = (1...3).map { h.entry("\(prefix)\($0)", queue) }
+                for entry in list { entries[entry.task.key] = entry }
+                _ = h.send(.start([queue]))
+                _ = h.send(MachineHarness.loaded(queue, list))
+            }
             return (h, entries)
         }
-        // Alone, a busy worker keeps its queue for the next head, r waiting in the line or not.
-        var (alone, _) = busyWorker()
-        let a1Alone = try #require(alone.machine.queues["q"]?.waiting.first)
-        #expect(alone.send(.claimed([a1Alone.task], results: [.granted])).nextHeads == ["a2"])
+        // Alone, a busy worker keeps its queue for the next head, other queues waiting in the line or not.
+        var (alone, a) = busyWorker()
+        #expect(alone.send(.claimed([try #require(a["a1"]).task], results: [.granted])).nextHeads == ["a2"])
 
         var (h, e) = busyWorker()
+        func task(_ key: String) throws -> StoredTask { try #require(e[key]).task }
         let asked = h.send(.changes([.spareCapacityElsewhere(room: 1)]))
         let sharing = try #require(asked.timers.first { $0.delay == .after(.seconds(10)) }, "for a lease")
-        // r waits for this worker's one slot: q is let go with a1's outcome, for either worker to claim.
-        #expect(h.send(.claimed([e[0].task], results: [.granted])).nextHeads == [nil])
-        #expect(h.send(.stored([.success(e[0])])).claims == [["b1"]])
-        #expect(h.send(.claimed([e[3].task], results: [.granted])).nextHeads == ["b2"], "the asker's room is used up: r is kept")
+        // r and s wait for this worker's one slot: q is let go with a1's outcome, for the asker.
+        #expect(h.send(.claimed([try task("a1")], results: [.granted])).nextHeads == [nil])
+        let stored = h.send(.stored([.success(try #require(e["a1"]))]))
+        #expect(stored.claims == [["b1"]])
+        // This worker leaves q alone for a twelfth of the lease, unless it changes, so that the
+        // asker claims it first.
+        let holdOff = try #require(stored.timers.first { $0.delay == .after(.seconds(2)) })
+        #expect(h.send(.claimed([try task("b1")], results: [.granted])).nextHeads == ["b2"], "the asker's room is used up: r is kept")
+        // Then q goes back in the line, behind s (at the back: a takeover's claim goes first).
+        #expect(h.send(.timerFired(holdOff.token)).claims.isEmpty, "the slot is busy")
+        #expect(h.send(.continued(["r"]), .stored([.success(try #require(e["b1"]), next: e["b2"])])).claims == [["c1"]])
         // Another ask renews the time; once a lease has passed without one, queues are kept again.
         let again = h.send(.changes([.spareCapacityElsewhere(room: 2)]))
         #expect(again.cancelledTimers == [sharing.token])
         let renewed = try #require(again.timers.first)
         _ = h.send(.timerFired(renewed.token))
-        #expect(h.send(.continued(["r"]), .stored([.success(e[3], next: e[4])])).claims == [["a2"]], "q waited in the line ahead of r")
-        #expect(h.send(.claimed([e[1].task], results: [.granted])).nextHeads == ["a3"], "r waits in the line, but nobody asked")
+        #expect(h.send(.claimed([try task("c1")], results: [.granted])).nextHeads == ["c2"], "q and r wait in the line, but nobody asked")
+        #expect(h.send(.stored([.success(try #require(e["c1"]))])).claims == [["a2"]], "q's turn")
     }
 }

@@ -62,6 +62,10 @@ extension BrokerStateMachine {
             }
         case .askPauseEnds:
             if askPause == token { askPause = nil }
+        case .letGoEnds(let queueName):
+            guard queues[queueName]?.leaseWait == token else { return }
+            queues[queueName]?.leaseWait = nil
+            markReady(queueName)
         case .nextHeadExpiry(let queueNames):
             // Unrenewed for too long: those heads are claimed again when their turn comes.
             for queueName in queueNames {

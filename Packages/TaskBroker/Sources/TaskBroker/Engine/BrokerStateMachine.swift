@@ -163,6 +163,9 @@ struct BrokerStateMachine {
         /// stopping broker lets such leases go, so that other workers need not wait for them to
         /// expire. (An idle queue is forgotten all the same: its lease then expires.)
         var keptLease = false
+        /// The action in flight lets the queue go with its outcome for another worker of the pool
+        /// (`sharing`): once stored, the queue is not claimed here again for a while.
+        var letGo = false
 
         struct NextClaim {
             var id: BrokerActionID
@@ -232,6 +235,9 @@ struct BrokerStateMachine {
         case sharingEnds
         /// This worker may ask for queues again (`askPause`).
         case askPauseEnds
+        /// A queue let go for another worker of the pool may be claimed here again (at the back
+        /// of the line: a takeover's claim, at the front, goes first).
+        case letGoEnds(String)
     }
 
     let configuration: Configuration
