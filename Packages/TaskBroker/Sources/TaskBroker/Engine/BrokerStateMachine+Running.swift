@@ -252,15 +252,15 @@ extension BrokerStateMachine {
             case .success:
                 state.held = nil
                 locations[BrokerActionID(task)] = nil
-                // The finish claimed the next head: it starts without a claim if it is still the head
-                // when its turn in the ready line comes (changes may arrive meanwhile).
                 if letGo, !continued, phase == .running {
                     // Let go for another worker of the pool, which hears the completion: not claimed
-                    // here again for a twelfth of the lease unless the queue changes, or this
-                    // worker, whose line soon reaches it again, took it back before the asker
-                    // could (2 processes: 25,600 and 74,400 actions; 4: one worker ran them all).
+                    // here again for a twelfth of the lease unless the queue changes. Without it this
+                    // worker, whose line soon reached the queue again, took it back before the asker
+                    // could (300,000 actions, 2 processes: 9,600 and 290,400).
                     state.leaseWait = startTimer(.letGoEnds(queueName), .after(configuration.nextHeadLifetime), into: &out)
                 }
+                // The finish claimed the next head: it starts without a claim if it is still the head
+                // when its turn in the ready line comes (changes may arrive meanwhile).
                 if continued, phase == .running {
                     state.keptLease = true
                     if let next = outcome.next, state.load == nil, state.head < state.waiting.count,
