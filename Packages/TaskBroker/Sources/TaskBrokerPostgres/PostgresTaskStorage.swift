@@ -420,7 +420,7 @@ public final class PostgresTaskStorage: TaskStorage {
     }
 
     /// Notifies the other processes' change feeds that a worker of `pool` has room
-    /// (``ChangeMessage/spareCapacity(pool:room:origin:)``): one notification, no table.
+    /// (one notification that names the pool and the room, no table).
     public func announceSpareCapacity(pool: String, room: Int) async throws {
         guard let payload = ChangeMessage.spareCapacity(pool: pool, room: room, origin: origin) else {
             logger.debug("a pool name too long for a notification: its workers do not ask each other for queues")
