@@ -144,7 +144,7 @@ extension BrokerStateMachine {
                 // Another worker runs the queue: wait for its lease to expire (it dies) or for the
                 // queue to change, then read it again.
                 endFlight(&state)
-                state.leaseWait = startTimer(.leaseExpiry(queueName), .until(until), into: &out)
+                state.leaseWait = startTimer(.leaseExpiry(queueName, first: true), .until(until), into: &out)
                 refusedSinceAsk = true
             }
         }
@@ -257,7 +257,7 @@ extension BrokerStateMachine {
                     // here again for a twelfth of the lease unless the queue changes. Without it this
                     // worker, whose line soon reached the queue again, took it back before the asker
                     // could (300,000 actions, 2 processes: 9,600 and 290,400).
-                    state.leaseWait = startTimer(.letGoEnds(queueName), .after(configuration.nextHeadLifetime), into: &out)
+                    state.leaseWait = startTimer(.leaseExpiry(queueName, first: false), .after(configuration.nextHeadLifetime), into: &out)
                 }
                 // The finish claimed the next head: it starts without a claim if it is still the head
                 // when its turn in the ready line comes (changes may arrive meanwhile).

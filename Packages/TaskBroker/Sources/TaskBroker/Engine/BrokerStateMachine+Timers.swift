@@ -44,17 +44,18 @@ extension BrokerStateMachine {
             }
         case .retryStore(let outcomes):
             out.append(.store(outcomes))
-        case .leaseExpiry(let queueName):
+        case .leaseExpiry(let queueName, let first):
             // The lease may have expired (its holder died): claim the head again, first in the line.
             // Its action has waited since the dead holder claimed it, longer than any queue in the
             // line; at the back, a worker at its cap would add a whole turn of the line to the
             // takeover. Not read again first: changes reached the queue while it waited, and the
             // claim checks the head against storage (a changed head reads the queue). A read here,
             // behind the line's claims and completions, added up to 0.7 s to a takeover in the
-            // crash test.
+            // crash test. A queue this worker let go for another worker of the pool (`first:
+            // false`) goes to the back instead.
             guard queues[queueName]?.leaseWait == token else { return }
             queues[queueName]?.leaseWait = nil
-            markReady(queueName, first: true)
+            markReady(queueName, first: first)
         case .sharingEnds:
             if sharing == token {
                 sharing = nil
@@ -62,10 +63,6 @@ extension BrokerStateMachine {
             }
         case .askPauseEnds:
             if askPause == token { askPause = nil }
-        case .letGoEnds(let queueName):
-            guard queues[queueName]?.leaseWait == token else { return }
-            queues[queueName]?.leaseWait = nil
-            markReady(queueName)
         case .nextHeadExpiry(let queueNames):
             // Unrenewed for too long: those heads are claimed again when their turn comes.
             for queueName in queueNames {

@@ -228,16 +228,16 @@ struct BrokerStateMachine {
         case retryLoad([String])
         case retryClaim([String])
         case retryStore([BrokerOutcome])
-        case leaseExpiry(String)
+        /// The wait of `leaseWait` ends: the lease another worker holds may have expired (the
+        /// queue goes first in the line), or a queue let go for another worker of the pool may be
+        /// claimed here again (`first: false`, at the back: a takeover's claim goes first).
+        case leaseExpiry(String, first: Bool)
         /// Next heads claimed with their predecessors' outcomes must start on that claim before this.
         case nextHeadExpiry([String])
         /// The pool's other workers may have found room since the last ask (`sharing`).
         case sharingEnds
         /// This worker may ask for queues again (`askPause`).
         case askPauseEnds
-        /// A queue let go for another worker of the pool may be claimed here again (at the back
-        /// of the line: a takeover's claim, at the front, goes first).
-        case letGoEnds(String)
     }
 
     let configuration: Configuration
