@@ -62,7 +62,9 @@ extension BrokerStateMachine {
             if case .saved(let entry) = change, entry.task.revision <= state.loadedThrough { continue }
             apply(change, into: &out)
         }
-        markReady(queueName)
+        let first = queues[queueName]?.claimFoundChange ?? false
+        queues[queueName]?.claimFoundChange = false
+        markReady(queueName, first: first)
     }
 
     mutating func loadFailed(_ queueNames: [String], message: String, into out: inout [Output]) {

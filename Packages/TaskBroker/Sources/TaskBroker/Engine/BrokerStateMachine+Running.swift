@@ -139,6 +139,7 @@ extension BrokerStateMachine {
             case .changed:
                 // The head is gone, changed or paused since it was read: read the queue again.
                 endFlight(&state)
+                state.claimFoundChange = true
                 readAgain(&state, queueName)
             case .heldElsewhere(let until):
                 // Another worker runs the queue: wait for its lease to expire (it dies) or for the

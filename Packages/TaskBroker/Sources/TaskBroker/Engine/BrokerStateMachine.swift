@@ -163,6 +163,9 @@ struct BrokerStateMachine {
         /// stopping broker lets such leases go, so that other workers need not wait for them to
         /// expire. (An idle queue is forgotten all the same: its lease then expires.)
         var keptLease = false
+        /// Read because its claim found the head changed: the queue had its turn in the line, so
+        /// once read it takes its turn again first, not at the back (see `loaded`).
+        var claimFoundChange = false
         /// The action in flight lets the queue go with its outcome for another worker of the pool
         /// (`sharing`): once stored, the queue is not claimed here again for a while.
         var letGo = false
