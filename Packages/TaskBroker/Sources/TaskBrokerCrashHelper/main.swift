@@ -13,7 +13,8 @@
 //   TaskBrokerCrashHelper pg-worker <postgres url> <schema> <log path>
 //     A worker of the PostgreSQL crash test: runs the broker "crash" (lease 2 s, 16 queues at once) until its stdin
 //     closes. Its handler appends "S <key> <pid> <monotonic ns>" when an action starts and "E …" when
-//     it returns (plain writes: they survive SIGKILL), taking 2–10 ms in between. stdout: "ready".
+//     it returns (plain writes: they survive SIGKILL), taking 2–10 ms in between; its storage
+//     stamps claims ("C", then "G" or "N": see ClaimStampingStorage). stdout: "ready".
 //
 //   TaskBrokerCrashHelper lock <database path>
 //     Holds SQLite's write lock (BEGIN EXCLUSIVE) until a line arrives on stdin. stdout: "locked",
@@ -151,9 +152,10 @@ if arguments.count == 5, arguments[1] == "pg-worker" {
         configuration.schema = arguments[3]
         configuration.leaseDuration = .seconds(2)
         configuration.poolSize = 4
-        let database = try await TaskDatabase.postgres(configuration: configuration)
+        let log = StampLog(path: arguments[4])
+        let database = TaskDatabase(storage: ClaimStampingStorage(base: try await TaskDatabase.postgres(configuration: configuration).storage, log: log))
         return try await TaskQueueBroker.setup(
-            database: database, name: "crash", handler: StampingHandler(log: StampLog(path: arguments[4])),
+            database: database, name: "crash", handler: StampingHandler(log: log),
             configuration: .init(maxConcurrentQueues: 16)
         )
     }

@@ -9,11 +9,20 @@ import Testing
 /// started again: a random one, but one running an action until a kill has interrupted one, so that
 /// every run sees another worker take an action over. Every action completes, each queue runs in order
 /// and one action at a time across the cluster, and the only re-runs are of actions whose worker died
-/// running them.
+/// running them. A takeover is timed from the kill of the last worker that held the queue's lease: the
+/// one that ran the action or, when a worker claimed it and was killed in turn before starting it, that
+/// worker (its claims are stamped too).
 @Suite(.timeLimit(.minutes(3)))
 struct PostgresCrashTests {
     struct Stamp {
-        var start: Bool
+        enum Kind: Character {
+            /// The handler started or returned.
+            case start = "S", end = "E"
+            /// The worker sent a claim of the action, then learnt that it was granted, or not.
+            case claim = "C", granted = "G", refused = "N"
+        }
+
+        var kind: Kind
         var key: String
         var pid: Int32
         var time: Int64
@@ -25,13 +34,14 @@ struct PostgresCrashTests {
         var log: String
     }
 
-    /// The stamps of a worker's log ("S|E <key> <pid> <monotonic ns>" lines).
+    /// The stamps of a worker's log ("S|E|C|G|N <key> <pid> <monotonic ns>" lines).
     static func stamps(inLog path: String) -> [Stamp] {
         let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
         return text.split(separator: "\n").compactMap { line in
             let fields = line.split(separator: " ")
-            guard fields.count == 4, let pid = Int32(fields[2]), let time = Int64(fields[3]) else { return nil }
-            return Stamp(start: fields[0] == "S", key: String(fields[1]), pid: pid, time: time)
+            guard fields.count == 4, let kind = fields[0].first.flatMap(Stamp.Kind.init), let pid = Int32(fields[2]),
+                  let time = Int64(fields[3]) else { return nil }
+            return Stamp(kind: kind, key: String(fields[1]), pid: pid, time: time)
         }
     }
 
@@ -39,7 +49,7 @@ struct PostgresCrashTests {
     /// start without its end.
     static func hasActionInFlight(_ worker: Worker) -> Bool {
         let stamps = Self.stamps(inLog: worker.log)
-        return stamps.count { $0.start } > stamps.count { !$0.start }
+        return stamps.count { $0.kind == .start } > stamps.count { $0.kind == .end }
     }
 
     @Test func threeWorkersKilledAtRandomLoseNothingAndKeepEveryQueueSerialAndInOrder() async throws {
@@ -116,8 +126,13 @@ struct PostgresCrashTests {
         let keys = (0..<queues).flatMap { queue in (0..<perQueue).map { "q\(queue)-\($0)" } }
         var ends: [String: [(pid: Int32, time: Int64)]] = [:]
         var starts: [String: [Stamp]] = [:]
+        var claims: [String: [Stamp]] = [:]
         for stamp in stamps {
-            if stamp.start { starts[stamp.key, default: []].append(stamp) } else { ends[stamp.key, default: []].append((stamp.pid, stamp.time)) }
+            switch stamp.kind {
+            case .start: starts[stamp.key, default: []].append(stamp)
+            case .end: ends[stamp.key, default: []].append((stamp.pid, stamp.time))
+            case .claim, .granted, .refused: claims[stamp.key, default: []].append(stamp)
+            }
         }
         #expect(Set(keys).isSubset(of: Set(ends.keys)), "every action's handler returned at least once")
 
@@ -125,7 +140,7 @@ struct PostgresCrashTests {
             ends[run.key]?.contains { $0.pid == run.pid && $0.time >= run.time } ?? false
         }
         // The kills that interrupted an action: their worker started it and never returned from it.
-        let killsInFlight = Set(stamps.filter { $0.start && kills[$0.pid] != nil && !returned($0) }.map(\.pid)).count
+        let killsInFlight = Set(stamps.filter { $0.kind == .start && kills[$0.pid] != nil && !returned($0) }.map(\.pid)).count
 
         // A run ends when its handler returns, or when its worker is killed.
         func end(of run: Stamp) -> Int64 {
@@ -135,8 +150,27 @@ struct PostgresCrashTests {
         var outOfOrder = 0
         var unexplainedReruns = 0
         var takeovers: [Double] = []
+        /// Takeovers whose taker was killed in turn after claiming the action, before starting it.
+        var takenOverTwice = 0
+        let killsInOrder = kills.sorted { $0.value.sent < $1.value.sent }
+        /// When SIGKILL reached the last worker that held the lease of `key` before `next`: the one
+        /// that ran it, or a later one that claimed it and was killed before starting it. Its claim
+        /// was granted, or it died before the answer came and the action started again no sooner
+        /// than a lease after the claim (a lease granted to it would have kept others out that long).
+        func lastHolderKilled(_ key: String, ranBy first: (sent: Int64, dead: Int64), before next: Int64) -> Int64 {
+            var sent = first.sent
+            for (pid, kill) in killsInOrder where kill.sent > sent && kill.sent < next {
+                let own = (claims[key] ?? []).filter { $0.pid == pid && $0.time > sent && $0.time <= kill.dead }
+                guard let last = own.last else { continue }
+                if last.kind == .granted || (last.kind == .claim && next - last.time >= 2_000_000_000) {
+                    sent = kill.sent
+                    takenOverTwice += 1
+                }
+            }
+            return sent
+        }
         for queue in 0..<queues {
-            let runs = stamps.filter { $0.start && $0.key.hasPrefix("q\(queue)-") }
+            let runs = stamps.filter { $0.kind == .start && $0.key.hasPrefix("q\(queue)-") }
             var busyUntil = Int64.min
             for run in runs {
                 if run.time < busyUntil { overlaps += 1 }
@@ -159,7 +193,8 @@ struct PostgresCrashTests {
                     Issue.record("\(key) ran again though worker \(run.pid) was not killed while running it (its handler returned: \(returned(run)); the next run started \(Double(runs[position + 1].time - run.time) / 1e9) s later)")
                     continue
                 }
-                takeovers.append(Double(runs[position + 1].time - killed.sent) / 1e9)
+                let next = runs[position + 1].time
+                takeovers.append(Double(next - lastHolderKilled(key, ranBy: killed, before: next)) / 1e9)
             }
         }
         let reruns = takeovers.count + unexplainedReruns
@@ -168,7 +203,8 @@ struct PostgresCrashTests {
         print(
             "PostgreSQL crash test (seed \(seed)): \(keys.count) actions, 100 queues, 3 workers, \(kills.count) SIGKILLs in \(elapsed), \(killsInFlight) with an action in flight;",
             "\(reruns) re-runs, all of actions in flight in a killed worker: \(unexplainedReruns == 0);",
-            "takeover after SIGKILL: median \(String(format: "%.2f", median)) s, max \(String(format: "%.2f", takeovers.last ?? 0)) s (lease 2 s)"
+            "takeover after SIGKILL: median \(String(format: "%.2f", median)) s, max \(String(format: "%.2f", takeovers.last ?? 0)) s (lease 2 s;",
+            "\(takenOverTwice) measured from a second kill, of the taker before it started the action)"
         )
         #expect(kills.count >= 3, "the workers were killed several times")
         #expect(killsInFlight >= 1, "a kill interrupted a worker running an action (seed \(seed))")
@@ -176,6 +212,10 @@ struct PostgresCrashTests {
         #expect(overlaps == 0, "no two actions of one queue ran at once (seed \(seed))")
         #expect(outOfOrder == 0, "no action started before its predecessor completed (seed \(seed))")
         #expect(unexplainedReruns == 0, "the only re-runs are of actions whose worker died running them (seed \(seed))")
+        // Slack past the lease and a renewal: on 2 cores that a restarted worker's first read (of
+        // every queue, in a debug build) loads, the taker's claim, read of the queue (its copy is
+        // stale when the dead worker had kept the lease for next heads) and second claim took up
+        // to 0.9 s in place of a few ms.
         #expect((takeovers.last ?? 0) < 2 + 0.67 + 2, "a dead worker's queue is taken over within the lease and a renewal (plus scheduling slack)")
     }
 
