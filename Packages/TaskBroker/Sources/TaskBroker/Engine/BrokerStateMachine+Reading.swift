@@ -63,7 +63,10 @@ extension BrokerStateMachine {
             apply(change, into: &out)
         }
         let first = queues[queueName]?.claimFoundChange ?? false
-        queues[queueName]?.claimFoundChange = false
+        inPlace(queueName) {
+            $0.claimFoundChange = false
+            $0.wentFirst = first
+        }
         markReady(queueName, first: first)
     }
 

@@ -114,6 +114,8 @@ extension BrokerStateMachine {
             guard var state = queues.removeValue(forKey: queueName) else { continue }
             defer { queues[queueName] = state }
             guard state.inFlight else { continue }
+            let wentFirst = state.wentFirst
+            state.wentFirst = false
             let result = index < results.count ? results[index] : .changed
             guard let held = state.held, held.id == BrokerActionID(head), held.task.revision == head.revision,
                   !state.released, phase == .running else {
@@ -139,7 +141,7 @@ extension BrokerStateMachine {
             case .changed:
                 // The head is gone, changed or paused since it was read: read the queue again.
                 endFlight(&state)
-                state.claimFoundChange = true
+                state.claimFoundChange = !wentFirst
                 readAgain(&state, queueName)
             case .heldElsewhere(let until):
                 // Another worker runs the queue: wait for its lease to expire (it dies) or for the

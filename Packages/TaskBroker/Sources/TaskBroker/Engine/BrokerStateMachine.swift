@@ -164,8 +164,11 @@ struct BrokerStateMachine {
         /// expire. (An idle queue is forgotten all the same: its lease then expires.)
         var keptLease = false
         /// Read because its claim found the head changed: the queue had its turn in the line, so
-        /// once read it takes its turn again first, not at the back (see `loaded`).
+        /// once read it takes its turn again first, not at the back (see `loaded`). Not when the
+        /// claim that found the change had gone first already (`wentFirst`): a head replaced
+        /// again and again would otherwise keep its queue first and the others waiting.
         var claimFoundChange = false
+        var wentFirst = false
         /// The action in flight lets the queue go with its outcome for another worker of the pool
         /// (`sharing`): once stored, the queue is not claimed here again for a while.
         var letGo = false
