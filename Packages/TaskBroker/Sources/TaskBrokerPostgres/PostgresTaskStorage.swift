@@ -377,15 +377,26 @@ public final class PostgresTaskStorage: TaskStorage {
     /// A lease whose row another transaction holds is not waited for (see `PostgresSchema.renewQuery`).
     public func renew(_ queueNames: [String], owner: String, leaseDuration: Duration) async throws -> [String] {
         guard !queueNames.isEmpty else { return [] }
-        let held = epochs.withLock { epochs in
+        return try await renew(heldLeases(queueNames, owner: owner), owner: owner)
+    }
+
+    /// The queues among `queueNames` whose leases `owner` holds, with their epochs, as this
+    /// storage knows them: what a renewal renews.
+    func heldLeases(_ queueNames: [String], owner: String) -> [(queueName: String, epoch: Int64)] {
+        epochs.withLock { epochs in
             let held = epochs[owner] ?? [:]
             return queueNames.compactMap { name in held[name].map { (name, $0) } }
         }
+    }
+
+    /// Extends these leases (read by ``heldLeases(_:owner:)`` before: a finish may commit in
+    /// between); returns those lost.
+    func renew(_ held: [(queueName: String, epoch: Int64)], owner: String) async throws -> [String] {
         guard !held.isEmpty else { return [] }
         let lease = configuration.leaseDuration
-        return try await run("renew \(held.count) lease(s)") {
+        let renewed = try await run("renew \(held.count) lease(s)") {
             let rows = try await client.query(
-                sql.renewQuery(queueNames: held.map(\.0), epochs: held.map(\.1), owner: owner, leaseMilliseconds: lease.milliseconds),
+                sql.renewQuery(queueNames: held.map(\.queueName), epochs: held.map(\.epoch), owner: owner, leaseMilliseconds: lease.milliseconds),
                 logger: logger
             )
             // Renewed, or still held with its row locked (a finish of it under way): not lost.
@@ -393,25 +404,46 @@ public final class PostgresTaskStorage: TaskStorage {
             for try await name in rows.decode(String.self) {
                 renewed.insert(name)
             }
+            return renewed
+        }
+        let (lost, releasedMeanwhile) = epochs.withLock { epochs in
             // A lease released meanwhile (its outcome stored) is not lost.
-            return epochs.withLock { epochs in
-                held.filter { name, epoch in
-                    !renewed.contains(name) && epochs[owner]?[name] == epoch
-                }.map(\.0)
+            let lost = held.filter { !renewed.contains($0.queueName) && epochs[owner]?[$0.queueName] == $0.epoch }
+            // The finish of its action released it after the leases were read, and the renewal
+            // then extended it again (same owner, same epoch): other workers would wait a whole
+            // lease for a queue this worker let go.
+            let releasedMeanwhile = held.filter { renewed.contains($0.queueName) && epochs[owner]?[$0.queueName] != $0.epoch }
+            return (lost.map(\.queueName), releasedMeanwhile)
+        }
+        if !releasedMeanwhile.isEmpty {
+            do {
+                // Under the renewed epochs: a lease this worker claimed anew since is left alone.
+                try await releaseLeases(releasedMeanwhile, owner: owner)
+            } catch {
+                // Nothing stored is at stake: those leases expire after one lease, as a dead worker's do.
+                logger.debug("could not release again \(releasedMeanwhile.count) lease(s) that the renewal extended after their release: \(error)")
             }
         }
+        return lost
     }
 
     /// Ends the leases of a claim that `owner` will not use, and notifies the queues so that
     /// workers waiting for those leases claim them at once (see `TaskStorage.release(_:owner:)`).
     public func release(_ queueNames: [String], owner: String) async throws {
         let held = epochs.withLock { epochs in
-            queueNames.compactMap { name in epochs[owner]?.removeValue(forKey: name).map { (name, $0) } }
+            queueNames.compactMap { name in epochs[owner]?.removeValue(forKey: name).map { (queueName: name, epoch: $0) } }
         }
+        try await releaseLeases(held, owner: owner)
+    }
+
+    /// Ends these leases if `owner` still holds them under these epochs, and notifies their queues.
+    private func releaseLeases(_ held: [(queueName: String, epoch: Int64)], owner: String) async throws {
         guard !held.isEmpty else { return }
         try await transaction("release \(held.count) lease(s)") { connection in
             var released: [String] = []
-            let rows = try await connection.query(sql.releaseQuery(queueNames: held.map(\.0), epochs: held.map(\.1), owner: owner), logger: logger)
+            let rows = try await connection.query(
+                sql.releaseQuery(queueNames: held.map(\.queueName), epochs: held.map(\.epoch), owner: owner), logger: logger
+            )
             for try await name in rows.decode(String.self) {
                 released.append(name)
             }
