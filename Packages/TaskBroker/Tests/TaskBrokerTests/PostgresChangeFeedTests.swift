@@ -90,11 +90,33 @@ struct PostgresChangeFeedTests {
             for try await pid in rows.decode(Int32.self) { pids.append(pid) }
             return try #require(pids.count == 1 ? pids.first : nil, "one feed connection: \(pids)")
         }
-        #expect(kill(feedProcess, SIGSTOP) == 0)
+        try await Self.stopWhileWaitingForItsClient(feedProcess, admin)
         defer { kill(feedProcess, SIGCONT) }
         try await admin.save(TestAction(key: "saved while the feed was deaf", queueName: "h-q"))
         #expect(await handler.handled.values(count: 1) == ["saved while the feed was deaf"])
         #expect(await log.waitForLine(containing: "did not answer within") != nil)
         await broker.shutdown()
+    }
+
+    /// Stops a server process (SIGSTOP) while it waits for its client, and only then. Stopped
+    /// while it read notifications (other tests' saves wake every listening process), it held
+    /// the notification queue's lock: every commit with a NOTIFY on the server waited for it,
+    /// saves included, and the test hung (twice in a few runs). Waiting for its client, it holds
+    /// no lock: the wait event it reported last says where it stopped (it clears the event as
+    /// soon as that wait ends, before it reads anything).
+    private static func stopWhileWaitingForItsClient(_ process: Int32, _ admin: TaskDatabase) async throws {
+        for _ in 0..<1_000 {
+            #expect(kill(process, SIGSTOP) == 0)
+            let waiting = try await admin.write { tx -> Bool in
+                let rows = try await tx.query("SELECT wait_event = 'ClientRead' FROM pg_stat_activity WHERE pid = \(process)")
+                var waiting = false
+                for try await value in rows.decode(Bool?.self) { waiting = value ?? false }
+                return waiting
+            }
+            if waiting { return }
+            kill(process, SIGCONT)
+            await Task.yield()
+        }
+        Issue.record("server process \(process) was never caught waiting for its client")
     }
 }
