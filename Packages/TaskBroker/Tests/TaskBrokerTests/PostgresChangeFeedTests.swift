@@ -98,12 +98,12 @@ struct PostgresChangeFeedTests {
         await broker.shutdown()
     }
 
-    /// Stops a server process (SIGSTOP) while it waits for its client, and only then. Stopped
-    /// while it read notifications (other tests' saves wake every listening process), it held
-    /// the notification queue's lock: every commit with a NOTIFY on the server waited for it,
-    /// saves included, and the test hung (twice in a few runs). Waiting for its client, it holds
-    /// no lock: the wait event it reported last says where it stopped (it clears the event as
-    /// soon as that wait ends, before it reads anything).
+    /// Stops a server process (SIGSTOP) while it waits for its client, and only then. Stopped at
+    /// any moment, the test hung twice in a few runs (the save never ran). Stopped while it reads
+    /// notifications (other tests' saves wake every listening process), it can hold a lock that
+    /// every commit with a NOTIFY needs (the notification queue's, or a commit-log lock), saves
+    /// included. Waiting for its client, it holds none: the wait event it reported last says
+    /// where it stopped (it clears the event as soon as that wait ends, before it reads anything).
     private static func stopWhileWaitingForItsClient(_ process: Int32, _ admin: TaskDatabase) async throws {
         for _ in 0..<1_000 {
             #expect(kill(process, SIGSTOP) == 0)
