@@ -84,13 +84,9 @@ struct PostgresChangeFeedTests {
         let worker = try await TaskDatabase.postgres(configuration: configuration)
         let handler = RecordingHandler<TestAction>()
         let broker = try await TaskQueueBroker.setup(database: worker, name: "h", handler: handler)
-        let feedProcess = try await admin.write { tx -> Int32 in
-            let rows = try await tx.query("SELECT pid FROM pg_stat_activity WHERE application_name = \("taskbroker feed \(store.schema)")")
-            var pids: [Int32] = []
-            for try await pid in rows.decode(Int32.self) { pids.append(pid) }
-            return try #require(pids.count == 1 ? pids.first : nil, "one feed connection: \(pids)")
-        }
-        try await Self.stopWhileWaitingForItsClient(feedProcess, admin)
+        let feeds = try await Self.feedProcesses(of: store, admin)
+        try #require(feeds.count == 1, "one feed connection: \(feeds)")
+        let feedProcess = try await Self.stopFeedWhileItWaitsForItsClient(of: store, admin)
         defer { kill(feedProcess, SIGCONT) }
         try await admin.save(TestAction(key: "saved while the feed was deaf", queueName: "h-q"))
         #expect(await handler.handled.values(count: 1) == ["saved while the feed was deaf"])
@@ -98,25 +94,50 @@ struct PostgresChangeFeedTests {
         await broker.shutdown()
     }
 
-    /// Stops a server process (SIGSTOP) while it waits for its client, and only then. Stopped at
-    /// any moment, the test hung twice in a few runs (the save never ran). Stopped while it reads
-    /// notifications (other tests' saves wake every listening process), it can hold a lock that
-    /// every commit with a NOTIFY needs (the notification queue's, or a commit-log lock), saves
-    /// included. Waiting for its client, it holds none: the wait event it reported last says
-    /// where it stopped (it clears the event as soon as that wait ends, before it reads anything).
-    private static func stopWhileWaitingForItsClient(_ process: Int32, _ admin: TaskDatabase) async throws {
+    /// The server processes of the feed connections of `store`'s schema.
+    private static func feedProcesses(of store: TestStore, _ admin: TaskDatabase) async throws -> [Int32] {
+        try await admin.write { tx -> [Int32] in
+            let rows = try await tx.query("SELECT pid FROM pg_stat_activity WHERE application_name = \("taskbroker feed \(store.schema)")")
+            var pids: [Int32] = []
+            for try await pid in rows.decode(Int32.self) { pids.append(pid) }
+            return pids
+        }
+    }
+
+    /// Stops the server process of the feed's connection (SIGSTOP) while it waits for its client,
+    /// and only then; returns that process. Stopped at any moment, the test hung twice in a few
+    /// runs (the save never ran). Stopped while it reads notifications (other tests' saves wake
+    /// every listening process), it can hold a lock that every commit with a NOTIFY needs (the
+    /// notification queue's, or a commit-log lock), saves included. Waiting for its client, it
+    /// holds none: the wait event it reported last says where it stopped (it clears the event as
+    /// soon as that wait ends, before it reads anything).
+    ///
+    /// A try that stops it elsewhere can keep it stopped past the heartbeat's limit (the check is a
+    /// query of its own, slow on a loaded machine): the feed then replaces the connection, that
+    /// process ends, and the next try stops the new connection's process. Tried on the first
+    /// process only, every later `kill` failed (it no longer existed), once in 16 runs.
+    private static func stopFeedWhileItWaitsForItsClient(of store: TestStore, _ admin: TaskDatabase) async throws -> Int32 {
         for _ in 0..<1_000 {
-            #expect(kill(process, SIGSTOP) == 0)
+            let feeds = try await feedProcesses(of: store, admin)
+            // None, or an old one still ending beside its replacement: look again.
+            guard feeds.count == 1, let process = feeds.first, kill(process, SIGSTOP) == 0 else {
+                await Task.yield()
+                continue
+            }
             let waiting = try await admin.write { tx -> Bool in
                 let rows = try await tx.query("SELECT wait_event = 'ClientRead' FROM pg_stat_activity WHERE pid = \(process)")
                 var waiting = false
                 for try await value in rows.decode(Bool?.self) { waiting = value ?? false }
                 return waiting
             }
-            if waiting { return }
+            if waiting { return process }
             kill(process, SIGCONT)
             await Task.yield()
         }
-        Issue.record("server process \(process) was never caught waiting for its client")
+        throw NeverCaughtWaiting()
+    }
+
+    private struct NeverCaughtWaiting: Error, CustomStringConvertible {
+        var description: String { "the feed's server process was never caught waiting for its client" }
     }
 }
