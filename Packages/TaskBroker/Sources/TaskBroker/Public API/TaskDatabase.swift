@@ -74,7 +74,7 @@ public final class TaskDatabase: Sendable {
     public init(storage: any TaskStorage) {
         self.storage = storage
         self.sqlite = storage as? SQLiteTaskStorage
-        self.hub = sqlite.map { DatabaseHub.shared(forPath: $0.path) } ?? DatabaseHub()
+        self.hub = sqlite?.hub ?? DatabaseHub()
     }
 
     /// Registers a broker: in this process (no other broker of the same name or an overlapping
@@ -123,9 +123,11 @@ public final class TaskDatabase: Sendable {
     }
 
     /// Delivers changes made through this database to its brokers, unless the backend's change
-    /// feed delivers them (shared backends: every process sees every commit the same way).
+    /// feed delivers them (shared backends: every process sees every commit the same way) or the
+    /// backend announced them from the commit (SQLite: in commit order, which this call, made
+    /// after the write returned, cannot promise).
     private func publish(_ changes: [TaskChange]) {
-        guard !storage.isShared else { return }
+        guard !storage.isShared, sqlite == nil else { return }
         hub.publish(changes)
     }
 
@@ -206,12 +208,16 @@ public final class TaskDatabase: Sendable {
                 message: "write(_:) needs the SQLite backend; save actions with save(_:) on this database."
             )
         }
-        let (value, changes): (T, [TaskChange])
+        let hub = self.hub
+        let value: T
         do {
-            (value, changes) = try await sqlite.pool.write { db in
+            value = try await sqlite.pool.write { db in
                 let transaction = TaskTransaction(db: db)
                 let value = try body(transaction)
-                return (value, try transaction.committedChanges())
+                let changes = try transaction.committedChanges()
+                // Announced from the commit, in commit order (see `SQLiteTaskStorage.write`).
+                db.afterNextTransaction { _ in hub.publish(changes) }
+                return value
             }
         } catch let error as DatabaseError {
             throw TaskBrokerError(
@@ -220,7 +226,6 @@ public final class TaskDatabase: Sendable {
                 underlying: error
             )
         }
-        hub.publish(changes)
         return value
     }
 

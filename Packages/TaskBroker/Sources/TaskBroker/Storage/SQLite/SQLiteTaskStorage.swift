@@ -10,6 +10,9 @@ import Synchronization
 final class SQLiteTaskStorage: TaskStorage {
     let pool: DatabasePool
     let path: String
+    /// What this process's `TaskDatabase`s on the file share; saves, deletes, resumes and purges
+    /// are announced to its brokers from their commits (`write(_:announcing:_:)`).
+    let hub: DatabaseHub
     /// How many completions the log holds, as of the last committed `finish`; `nil` when unknown
     /// (at open, and after a failed write), then counted again. Only `finish` adds to the log.
     let loggedCompletions = Mutex<Int?>(nil)
@@ -17,6 +20,7 @@ final class SQLiteTaskStorage: TaskStorage {
     private init(pool: DatabasePool, path: String) {
         self.pool = pool
         self.path = path
+        self.hub = DatabaseHub.shared(forPath: path)
     }
 
     /// Opens the file through QueuePersistence's ``SQLiteStore`` (WAL, `synchronous` on the
@@ -40,14 +44,44 @@ final class SQLiteTaskStorage: TaskStorage {
 
     func save(_ tasks: [NewTask]) async throws -> [StoredTask] {
         guard !tasks.isEmpty else { return [] }
-        return try await Self.run("save \(tasks.count) action(s)") {
-            try await pool.write { db in try Self.save(tasks, in: db) }
+        return try await write("save \(tasks.count) action(s)", announcing: { $0.map { .saved($0) } }) { db in
+            try Self.save(tasks, in: db)
         }
     }
 
     func delete(key: String, collection: String) async throws -> StoredTask? {
-        try await Self.run("delete action \(collection)/\(key)") {
-            try await pool.write { db in try Self.delete(key: key, collection: collection, in: db) }
+        try await write("delete action \(collection)/\(key)", announcing: { deleted in deleted.map { [.deleted($0)] } ?? [] }) { db in
+            try Self.delete(key: key, collection: collection, in: db)
+        }
+    }
+
+    /// Runs one write transaction and announces what it changed to this process's brokers from
+    /// the commit itself: GRDB calls the hook on the writer's queue, before the next write can
+    /// begin, so brokers hear of commits in the order they were made. Announced after the write
+    /// returned, from whichever thread resumed its caller, two commits could be heard the other
+    /// way round: a purge heard after a save committed later dropped the saved action (stored,
+    /// unrun until the queue was read again), and a save heard after the delete of that very
+    /// revision ran the cancelled action.
+    ///
+    /// - Parameters:
+    ///   - what: The operation, for the error message.
+    ///   - changes: What the result means to the brokers.
+    ///   - body: The statements.
+    /// - Returns: What `body` returns.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed` (nothing is announced then).
+    func write<T: Sendable>(
+        _ what: String,
+        announcing changes: @escaping @Sendable (T) -> [TaskChange],
+        _ body: @escaping @Sendable (Database) throws -> T
+    ) async throws -> T {
+        let hub = self.hub
+        return try await Self.run(what) {
+            try await pool.write { db in
+                let value = try body(db)
+                let announced = changes(value)
+                db.afterNextTransaction { _ in hub.publish(announced) }
+                return value
+            }
         }
     }
 
@@ -187,21 +221,19 @@ final class SQLiteTaskStorage: TaskStorage {
 
     func resume(queues queueNames: [String]) async throws -> [StoredTask] {
         guard !queueNames.isEmpty else { return [] }
-        return try await Self.run("resume \(queueNames.count) queue(s)") {
-            try await pool.write { db in try Self.resume(queueNames, in: db) }
+        return try await write("resume \(queueNames.count) queue(s)", announcing: { [.resumed(queueNames: queueNames, tasks: $0)] }) { db in
+            try Self.resume(queueNames, in: db)
         }
     }
 
     func purge(queue queueName: String) async throws -> Int {
-        try await Self.run("purge queue \(queueName)") {
-            try await pool.write { db in
-                let live = try Int.fetchOne(
-                    db, sql: "SELECT count(*) FROM taskbroker_action WHERE queue_name = ? AND \(Self.isLive)", arguments: [queueName]
-                ) ?? 0
-                try db.execute(sql: "DELETE FROM taskbroker_action WHERE queue_name = ?", arguments: [queueName])
-                try Self.journal([queueName], in: db)
-                return live
-            }
+        try await write("purge queue \(queueName)", announcing: { _ in [.purged(queueName: queueName)] }) { db in
+            let live = try Int.fetchOne(
+                db, sql: "SELECT count(*) FROM taskbroker_action WHERE queue_name = ? AND \(Self.isLive)", arguments: [queueName]
+            ) ?? 0
+            try db.execute(sql: "DELETE FROM taskbroker_action WHERE queue_name = ?", arguments: [queueName])
+            try Self.journal([queueName], in: db)
+            return live
         }
     }
 
