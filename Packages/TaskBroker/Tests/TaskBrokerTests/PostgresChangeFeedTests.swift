@@ -40,9 +40,14 @@ struct PostgresChangeFeedTests {
         var feed = try #require(try await worker.storage.changes()).makeAsyncIterator()
 
         // The feed's connection drops, and cannot come back until the role may log in again.
+        // Committed before the connection is ended: ended inside this transaction, the feed could
+        // log in again before NOLOGIN was committed (it did once under load, and the test waited
+        // for a failed reconnection that never came).
         try await admin.write { tx in
             try await tx.execute(PostgresQuery(unsafeSQL: "ALTER ROLE \(role) NOLOGIN"))
             try await tx.execute(PostgresQuery(unsafeSQL: "REVOKE SELECT ON \(schema).action FROM \(role)"))
+        }
+        try await admin.write { tx in
             try await tx.execute(PostgresQuery(unsafeSQL: """
                 SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'taskbroker feed \(store.schema)'
                 """))
