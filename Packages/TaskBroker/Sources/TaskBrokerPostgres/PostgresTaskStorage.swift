@@ -217,16 +217,21 @@ public final class PostgresTaskStorage: TaskStorage {
         guard !heads.isEmpty else { return [] }
         let lease = configuration.leaseDuration
         return try await run("claim \(heads.count) queue(s)") {
-            let rows = try await client.query(sql.claimQuery(heads: heads, owner: owner, leaseMilliseconds: lease.milliseconds), logger: logger)
-            var answers: [String: (valid: Bool, epoch: Int64?, remaining: Double?, heldByOther: Bool)] = [:]
-            // A taken queue's row (with its epoch) comes first; the row every head then gets says
-            // what the snapshot showed, which matters only for the heads not taken.
-            for try await row in rows {
-                var cells = RowReader(row)
-                let queueName: String = try cells.next()
-                let answer = (valid: try cells.next(Bool.self), epoch: try cells.next(Int64?.self), remaining: try cells.next(Double?.self),
-                              heldByOther: try cells.next(Bool.self))
-                if answers[queueName]?.epoch == nil { answers[queueName] = answer }
+            // Granted once committed (see `committed(_:)`): a lease that never reached the
+            // database would let two workers run the queue.
+            let answers = try await committed { connection in
+                let rows = try await connection.query(sql.claimQuery(heads: heads, owner: owner, leaseMilliseconds: lease.milliseconds), logger: logger)
+                var answers: [String: (valid: Bool, epoch: Int64?, remaining: Double?, heldByOther: Bool)] = [:]
+                // A taken queue's row (with its epoch) comes first; the row every head then gets says
+                // what the snapshot showed, which matters only for the heads not taken.
+                for try await row in rows {
+                    var cells = RowReader(row)
+                    let queueName: String = try cells.next()
+                    let answer = (valid: try cells.next(Bool.self), epoch: try cells.next(Int64?.self), remaining: try cells.next(Double?.self),
+                                  heldByOther: try cells.next(Bool.self))
+                    if answers[queueName]?.epoch == nil { answers[queueName] = answer }
+                }
+                return answers
             }
             let now = Date()
             var granted: [String: Int64] = [:]
@@ -272,93 +277,95 @@ public final class PostgresTaskStorage: TaskStorage {
             return outcomes.map { held[$0.task.queueName] ?? -1 }
         }
         let lease = configuration.leaseDuration
-        // One statement, committed on its own: the outcomes, the leases' release (or their renewal
-        // for the next heads it claims) and the change notifications (four round trips before:
-        // BEGIN, the statement, the notifications, COMMIT).
+        // One statement: the outcomes, the leases' release (or their renewal for the next heads it
+        // claims) and the change notifications (a round trip each for the statement and the
+        // notifications before), in a transaction of its own: stored once its COMMIT answers (see
+        // `committed(_:)`).
         let count = outcomes.count
-        // Per outcome, by position: the epoch of a lease kept for the next head (set anew by each
-        // attempt of the statement).
-        var kept: [Int64?] = []
-        let report = try await runAgainIfAborted("store \(count) outcome(s)") { () -> TaskFinishReport in
-            kept = [Int64?](repeating: nil, count: count)
-            let rows = try await client.query(
-                sql.finishQuery(
-                    outcomes: outcomes, epochs: leases, nextHeads: nextHeads, owner: owner, origin: origin,
-                    leaseMilliseconds: lease.milliseconds
-                ),
-                logger: logger
-            )
-            var held = [Bool](repeating: false, count: count)
-            var applied = [Bool](repeating: false, count: count)
-            var failedAny = false
-            var failed = [Bool](repeating: false, count: count)
-            for try await row in rows {
-                var cells = RowReader(row)
-                let positions: [Int64] = try cells.next()
-                let kinds: [Int16] = try cells.next()
-                let values: [Int64] = try cells.next()
-                guard kinds.count == positions.count, values.count == positions.count else {
-                    throw TaskBrokerError(code: .storageFailed, message: "The finish statement returned arrays of different lengths.")
-                }
-                for (entry, position) in positions.enumerated() {
-                    let index = Int(position) - 1
-                    guard index >= 0, index < count else { continue }
-                    switch kinds[entry] {
-                    case PostgresSchema.FinishRow.held:
-                        held[index] = true
-                    case PostgresSchema.FinishRow.next:
-                        held[index] = true
-                        kept[index] = values[entry]
-                    case PostgresSchema.FinishRow.done:
-                        applied[index] = true
-                    case PostgresSchema.FinishRow.failed:
-                        applied[index] = true
-                        failed[index] = true
-                        failedAny = true
-                    default: break
+        // `kept`, per outcome, by position: the epoch of a lease kept for the next head.
+        let (report, changes, kept) = try await runAgainIfAborted("store \(count) outcome(s)") {
+            try await committed { connection -> (TaskFinishReport, [TaskStorageChange], [Int64?]) in
+                var kept = [Int64?](repeating: nil, count: count)
+                let rows = try await connection.query(
+                    sql.finishQuery(
+                        outcomes: outcomes, epochs: leases, nextHeads: nextHeads, owner: owner, origin: origin,
+                        leaseMilliseconds: lease.milliseconds
+                    ),
+                    logger: logger
+                )
+                var held = [Bool](repeating: false, count: count)
+                var applied = [Bool](repeating: false, count: count)
+                var failedAny = false
+                var failed = [Bool](repeating: false, count: count)
+                for try await row in rows {
+                    var cells = RowReader(row)
+                    let positions: [Int64] = try cells.next()
+                    let kinds: [Int16] = try cells.next()
+                    let values: [Int64] = try cells.next()
+                    guard kinds.count == positions.count, values.count == positions.count else {
+                        throw TaskBrokerError(code: .storageFailed, message: "The finish statement returned arrays of different lengths.")
+                    }
+                    for (entry, position) in positions.enumerated() {
+                        let index = Int(position) - 1
+                        guard index >= 0, index < count else { continue }
+                        switch kinds[entry] {
+                        case PostgresSchema.FinishRow.held:
+                            held[index] = true
+                        case PostgresSchema.FinishRow.next:
+                            held[index] = true
+                            kept[index] = values[entry]
+                        case PostgresSchema.FinishRow.done:
+                            applied[index] = true
+                        case PostgresSchema.FinishRow.failed:
+                            applied[index] = true
+                            failed[index] = true
+                            failedAny = true
+                        default: break
+                        }
                     }
                 }
-            }
-            var report = TaskFinishReport()
-            var completed: [StoredTask] = []
-            var failedQueues: Set<String> = []
-            for (index, outcome) in outcomes.enumerated() {
-                let task = outcome.task
-                guard held[index] else {
-                    report.fenced.insert(task.queueName)
-                    continue
-                }
-                guard applied[index] else {
-                    report.outdated.insert(task.queueName)
-                    continue
-                }
-                if failed[index] {
-                    failedQueues.insert(task.queueName)
-                } else {
-                    // A next head counts as claimed only if the completion before it was applied (a
-                    // completion outdated by a concurrent save keeps the lease until the broker
-                    // claims the queue again, or it expires). Its queue stays held: like the
-                    // statement's notifications, the feeds are not told of that completion.
-                    if kept[index] != nil {
-                        report.continued.insert(task.queueName)
+                var report = TaskFinishReport()
+                var completed: [StoredTask] = []
+                var failedQueues: Set<String> = []
+                for (index, outcome) in outcomes.enumerated() {
+                    let task = outcome.task
+                    guard held[index] else {
+                        report.fenced.insert(task.queueName)
+                        continue
+                    }
+                    guard applied[index] else {
+                        report.outdated.insert(task.queueName)
+                        continue
+                    }
+                    if failed[index] {
+                        failedQueues.insert(task.queueName)
                     } else {
-                        completed.append(StoredTask(
-                            key: task.key, collection: task.collection, queueName: task.queueName, payload: Data(), position: 0,
-                            revision: task.revision
-                        ))
+                        // A next head counts as claimed only if the completion before it was applied (a
+                        // completion outdated by a concurrent save keeps the lease until the broker
+                        // claims the queue again, or it expires). Its queue stays held: like the
+                        // statement's notifications, the feeds are not told of that completion.
+                        if kept[index] != nil {
+                            report.continued.insert(task.queueName)
+                        } else {
+                            completed.append(StoredTask(
+                                key: task.key, collection: task.collection, queueName: task.queueName, payload: Data(), position: 0,
+                                revision: task.revision
+                            ))
+                        }
                     }
                 }
+                // What the statement's notifications tell other storages' feeds, told to this one's
+                // once committed.
+                var changes: [TaskStorageChange] = []
+                if failedAny { changes.append(.queuesChanged(failedQueues.sorted())) }
+                if !completed.isEmpty { changes.append(.completed(completed)) }
+                return (report, changes, kept)
             }
-            // What the statement's notifications tell other storages' feeds, told to this one's.
-            var changes: [TaskStorageChange] = []
-            if failedAny { changes.append(.queuesChanged(failedQueues.sorted())) }
-            if !completed.isEmpty { changes.append(.completed(completed)) }
-            if !changes.isEmpty {
-                for feed in localFeeds.withLock({ Array($0.feeds.values) }) {
-                    feed.yield(changes)
-                }
+        }
+        if !changes.isEmpty {
+            for feed in localFeeds.withLock({ Array($0.feeds.values) }) {
+                feed.yield(changes)
             }
-            return report
         }
         epochs.withLock { epochs in
             var held = epochs.removeValue(forKey: owner) ?? [:]
@@ -395,16 +402,19 @@ public final class PostgresTaskStorage: TaskStorage {
         guard !held.isEmpty else { return [] }
         let lease = configuration.leaseDuration
         let renewed = try await run("renew \(held.count) lease(s)") {
-            let rows = try await client.query(
-                sql.renewQuery(queueNames: held.map(\.queueName), epochs: held.map(\.epoch), owner: owner, leaseMilliseconds: lease.milliseconds),
-                logger: logger
-            )
-            // Renewed, or still held with its row locked (a finish of it under way): not lost.
-            var renewed: Set<String> = []
-            for try await name in rows.decode(String.self) {
-                renewed.insert(name)
+            // Renewed once committed (see `committed(_:)`).
+            try await committed { connection in
+                let rows = try await connection.query(
+                    sql.renewQuery(queueNames: held.map(\.queueName), epochs: held.map(\.epoch), owner: owner, leaseMilliseconds: lease.milliseconds),
+                    logger: logger
+                )
+                // Renewed, or still held with its row locked (a finish of it under way): not lost.
+                var renewed: Set<String> = []
+                for try await name in rows.decode(String.self) {
+                    renewed.insert(name)
+                }
+                return renewed
             }
-            return renewed
         }
         let (lost, releasedMeanwhile) = epochs.withLock { epochs in
             // A lease released meanwhile (its outcome stored) is not lost.
@@ -540,6 +550,19 @@ public final class PostgresTaskStorage: TaskStorage {
             try await client.withConnection { connection in
                 try await Self.inTransaction(connection, logger: logger, body)
             }
+        }
+    }
+
+    /// Runs `body` in a transaction of its own on a pooled connection, and returns once its COMMIT
+    /// answered. A statement sent on its own is committed only after PostgreSQL answered that it
+    /// completed, and postgres-nio reports it done on that answer: a commit that then failed (a
+    /// full notification queue, a deferred check, a server that stopped before the commit reached
+    /// its disk) went unseen, and the broker took an outcome that was never stored for stored (it
+    /// ran the queue's next action, and the stored one ran again later, out of order). The
+    /// explicit COMMIT answers only once the commit is done, or fails.
+    func committed<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        try await client.withConnection { connection in
+            try await Self.inTransaction(connection, logger: logger, body)
         }
     }
 

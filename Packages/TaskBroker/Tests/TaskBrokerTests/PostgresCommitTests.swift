@@ -1,0 +1,75 @@
+import Foundation
+import PostgresNIO
+import TaskBroker
+@testable import TaskBrokerPostgres
+import Testing
+
+/// PostgreSQL commits a statement sent on its own (an implicit transaction) only after it has
+/// answered that the statement completed, and postgres-nio reports the statement done on that
+/// answer. A commit that then fails (here: a deferred constraint trigger that raises at commit; in
+/// production: a full notification queue, or a server that stops before the commit reaches disk)
+/// must not be taken for a stored outcome or a granted claim.
+@Suite(.timeLimit(.minutes(1)))
+struct PostgresCommitTests {
+    @Test func aFinishWhoseCommitFailsThrowsAndStoresNothing() async throws {
+        let (storage, admin, schema) = try await Self.storage()
+        let saved = try await storage.save([NewTask(key: "poison", collection: "c", queueName: "q", payload: Data())])
+        #expect(try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30)) == [.granted])
+        try await Self.failCommitsThatDelete("poison", admin: admin, schema: schema)
+        await #expect(throws: TaskBrokerError.self) {
+            try await storage.finish([.completed(saved[0])], owner: "w")
+        }
+        #expect(try await storage.tasks(inQueue: "q").map(\.key) == ["poison"], "the action is still stored")
+    }
+
+    @Test func aClaimWhoseCommitFailsThrowsAndLeavesTheQueueFree() async throws {
+        let (storage, admin, schema) = try await Self.storage()
+        let saved = try await storage.save([NewTask(key: "a", collection: "c", queueName: "q", payload: Data())])
+        try await Self.failCommits(of: "UPDATE", on: "queue", when: "NEW.owner = 'doomed'", admin: admin, schema: schema)
+        await #expect(throws: TaskBrokerError.self) {
+            try await storage.claim(saved, owner: "doomed", leaseDuration: .seconds(30))
+        }
+        #expect(
+            try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30)) == [.granted],
+            "no lease was taken: another worker claims the queue at once"
+        )
+    }
+
+    @Test func aRenewalWhoseCommitFailsThrows() async throws {
+        let (storage, admin, schema) = try await Self.storage()
+        let saved = try await storage.save([NewTask(key: "a", collection: "c", queueName: "q", payload: Data())])
+        #expect(try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30)) == [.granted])
+        try await Self.failCommits(of: "UPDATE", on: "queue", when: "NEW.owner = 'w'", admin: admin, schema: schema)
+        await #expect(throws: TaskBrokerError.self) {
+            try await storage.renew(["q"], owner: "w", leaseDuration: .seconds(30))
+        }
+    }
+
+    /// A storage on a fresh schema, and an administrator's database on the same schema.
+    private static func storage() async throws -> (PostgresTaskStorage, TaskDatabase, String) {
+        let store = try TestStore(.postgres)
+        let database = try await TaskDatabase.postgres(configuration: try store.postgresConfiguration(leaseDuration: .seconds(30)))
+        let storage = try #require(database.storage as? PostgresTaskStorage)
+        return (storage, try await store.open(), store.schema)
+    }
+
+    /// Makes every commit fail that deletes the action `key`.
+    private static func failCommitsThatDelete(_ key: String, admin: TaskDatabase, schema: String) async throws {
+        try await failCommits(of: "DELETE", on: "action", when: "OLD.key = '\(key)'", admin: admin, schema: schema)
+    }
+
+    /// Makes every commit fail that made such a change: a deferred constraint trigger raises at commit.
+    private static func failCommits(of event: String, on table: String, when condition: String, admin: TaskDatabase, schema: String) async throws {
+        try await admin.write { tx in
+            try await tx.execute(PostgresQuery(unsafeSQL: """
+                CREATE FUNCTION "\(schema)".refuse_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN RAISE EXCEPTION 'commit refused by the test'; END $$
+                """))
+            try await tx.execute(PostgresQuery(unsafeSQL: """
+                CREATE CONSTRAINT TRIGGER refuse_commit AFTER \(event) ON "\(schema)".\(table)
+                DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (\(condition))
+                EXECUTE FUNCTION "\(schema)".refuse_commit()
+                """))
+        }
+    }
+}
