@@ -37,17 +37,32 @@ extension BrokerStateMachine {
         }
         if state.inFlight, let held = state.held, let index = list.firstIndex(where: { $0.id == held.id }) {
             if list[index].task.revision == held.task.revision {
+                // Its outcome is already committed (attempts or pause changed), and what followed it
+                // may be too: the outcome, once reported, would overwrite that. Read again after it.
+                if list[index].task.attempts != held.task.attempts || list[index].task.pause != held.task.pause {
+                    state.readAfterOutcome = true
+                }
                 list.remove(at: index)  // the version in flight
             } else {
                 state.held = nil  // replaced behind the broker's back: the run in flight is stale
             }
         }
+        var movedAway: [Int] = []
         for index in list.indices {
             let id = list[index].id
             if let other = locations[id], other != queueName {
+                if let known = knownRevision(of: id), known > list[index].task.revision {
+                    // Saved into `other` after this read's snapshot (moved there): the version read
+                    // here is stale. Taken back, it ran, and the moved one stayed stored, unrun.
+                    movedAway.append(index)
+                    continue
+                }
                 removeEntry(id, revision: nil, into: &out)
             }
             locations[id] = queueName
+        }
+        for index in movedAway.reversed() {
+            list.remove(at: index)
         }
         if !state.inFlight, state.held == nil, let first = list.first, first.task.pause != nil {
             state.held = first
@@ -151,6 +166,9 @@ extension BrokerStateMachine {
         case .resumed(let queueNames):
             for queueName in queueNames {
                 guard let state = queues[queueName] else { continue }
+                // Heard while an action runs: the restart may have been committed after that
+                // action's outcome (which pauses the queue in memory once reported stored).
+                if state.inFlight { queues[queueName]?.readAfterOutcome = true }
                 if state.load != nil {
                     queues[queueName]?.load?.buffered.append(.resumed([queueName]))
                 } else {

@@ -206,6 +206,8 @@ extension BrokerStateMachine {
                 continue
             }
             endFlight(&state)
+            let readAfterOutcome = state.readAfterOutcome
+            state.readAfterOutcome = false
             let continued = state.continued
             state.continued = false
             let letGo = state.letGo
@@ -282,6 +284,8 @@ extension BrokerStateMachine {
                 }
                 queues[queueName] = state
                 out.append(.emit(.failed(queueName: queueName, key: task.key, collection: task.collection, result: outcome.result)))
+                // Storage may hold a newer state than this outcome (a restart committed after it).
+                if readAfterOutcome { reload(queueName, into: &out) }
             }
             markReady(queueName)
         }

@@ -169,6 +169,10 @@ struct BrokerStateMachine {
         /// again and again would otherwise keep its queue first and the others waiting.
         var claimFoundChange = false
         var wentFirst = false
+        /// Read the queue again once the outcome in flight is stored: storage may already hold a
+        /// newer state than that outcome will leave in memory (a restart heard while the action
+        /// ran, possibly committed after its outcome; a read that showed the outcome committed).
+        var readAfterOutcome = false
         /// The action in flight lets the queue go with its outcome for another worker of the pool
         /// (`sharing`): once stored, the queue is not claimed here again for a while.
         var letGo = false
