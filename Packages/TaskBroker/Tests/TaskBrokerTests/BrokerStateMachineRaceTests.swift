@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 @testable import TaskBroker
 
@@ -54,5 +55,57 @@ struct BrokerStateMachineRaceTests {
         _ = h.send(.changes([.saved(k2)]))
         #expect(h.send(MachineHarness.loaded("old", [k1])).runs.isEmpty, "the old version does not run")
         #expect(h.send(.stored([.success(h0)])).runs == ["k"], "the moved action runs in its new queue")
+    }
+}
+
+/// Another process's changes that this process missed (SQLite: its change journal was pruned past
+/// what this process had read).
+@Suite(.timeLimit(.minutes(1)))
+struct MissedChangesTests {
+    /// Every queue the broker holds is read again, not only the stored ones: a queue another
+    /// process emptied meanwhile (its actions deleted, or purged) is no longer stored, and was left
+    /// as the broker knew it, so its cancelled actions ran.
+    @Test func missedChangesReadEveryHeldQueueAgain() {
+        var h = MachineHarness()
+        let k1 = h.entry("k1", "z")
+        let k2 = h.entry("k2", "z")
+        _ = h.send(.start(["z"]))
+        #expect(h.send(MachineHarness.loaded("z", [k1, k2])).runs == ["k1"])
+        #expect(h.send(.changes([.reloadEverything(["other"])])).loads == [["other", "z"]])
+        _ = h.send(MachineHarness.loaded("z", []), MachineHarness.loaded("other", []))
+        #expect(h.send(.stored([.success(k1)])).runs.isEmpty, "k2, deleted by the other process, does not run")
+    }
+
+    /// The watcher of a file tells the brokers that every queue may have changed when it finds the
+    /// journal pruned past what it read (here: more than the journal keeps, journaled by another
+    /// process in one write).
+    @Test func aWatcherThatFellBehindTheJournalSaysEveryQueueMayHaveChanged() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("tasks.sqlite")
+        let database = try await TaskDatabase.sqlite(path: path)
+        let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: RecordingHandler<TestAction>())
+        let (heard, hear) = AsyncStream<[TaskChange]>.makeStream()
+        let listener = database.hub.notifier.add { hear.yield($0) }
+        defer { database.hub.notifier.remove(listener) }
+        try await database.save(TestAction(key: "a", queueName: "h-stored"))
+        // Another process's write, as its journal shows it: more entries than the journal keeps.
+        try await DatabaseQueue(path: path).write { db in
+            for index in 0..<(SQLiteTaskStorage.journalLength + 100) {
+                try db.execute(sql: "INSERT INTO taskbroker_change (queue_name, origin) VALUES (?, 'another process')", arguments: ["h-x\(index)"])
+            }
+            let last = db.lastInsertedRowID
+            try db.execute(sql: "DELETE FROM taskbroker_change WHERE seq <= ?", arguments: [last - SQLiteTaskStorage.journalLength])
+        }
+        let signal = try FileHandle(forWritingTo: URL(fileURLWithPath: path + "-taskbroker.lock"))
+        try signal.write(contentsOf: Data([0x2A]))
+        try signal.close()
+        var everywhere: [String]?
+        for await changes in heard {
+            for case .externalEverywhere(let stored) in changes { everywhere = stored }
+            if everywhere != nil { break }
+            if changes.contains(where: { if case .external = $0 { true } else { false } }) { break }
+        }
+        #expect(everywhere == ["h-stored"], "every queue may have changed; h-stored is stored")
+        await broker.shutdown()
     }
 }

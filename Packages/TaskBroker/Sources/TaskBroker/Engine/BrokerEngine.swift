@@ -137,6 +137,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 applied.append(.purged(queueName))
             case .external(let queueNames):
                 applied.append(.reload(queueNames))
+            case .externalEverywhere(let storedQueues):
+                applied.append(.reloadEverything(storedQueues))
             case .unowned(let queueNames):
                 applied.append(.unowned(queueNames))
             case .spareCapacity(let pool, let room):

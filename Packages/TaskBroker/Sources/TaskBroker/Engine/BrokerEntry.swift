@@ -108,6 +108,10 @@ enum BrokerChange: Sendable {
     /// These queues changed in a way the broker cannot replay (another process wrote them): read
     /// them again.
     case reload([String])
+    /// Any queue may have changed (another process's changes were missed): read again every queue
+    /// the broker holds, and these stored ones. Only the stored queues would leave a queue emptied
+    /// meanwhile (its actions deleted, or purged) as the broker knew it: it ran cancelled actions.
+    case reloadEverything([String])
     /// The broker of this process that owned these queues stopped: a broker whose filter accepts
     /// them may take them now.
     case unowned([String])

@@ -203,6 +203,10 @@ extension BrokerStateMachine {
             for queueName in queueNames {
                 reload(queueName, into: &out)
             }
+        case .reloadEverything(let storedQueues):
+            for queueName in Set(queues.keys).union(storedQueues).sorted() {
+                reload(queueName, into: &out)
+            }
         case .spareCapacityElsewhere(let room):
             guard configuration.claimsHeads else { return }
             sharingBudget = max(sharingBudget, room)

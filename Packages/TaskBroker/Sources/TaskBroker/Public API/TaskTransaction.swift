@@ -62,7 +62,7 @@ public final class TaskTransaction {
                     && current.payload == task.payload && current.position == task.position
             case .deleted(let task):
                 return try current(task)?.revision != task.revision
-            case .completed, .resumed, .purged, .external, .unowned, .spareCapacity:
+            case .completed, .resumed, .purged, .external, .externalEverywhere, .unowned, .spareCapacity:
                 return true
             }
         }

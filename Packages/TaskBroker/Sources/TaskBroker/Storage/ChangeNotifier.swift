@@ -11,6 +11,10 @@ enum TaskChange: Sendable {
     /// Another process changed these queues (seen through the SQLite file's change journal or a
     /// shared backend's change feed).
     case external(queueNames: [String])
+    /// Another process changed queues that this process could not learn of one by one (the
+    /// SQLite change journal was pruned past what it had read): every queue a broker holds may
+    /// have changed, and these are the stored ones.
+    case externalEverywhere(storedQueues: [String])
     /// The broker that owned these queues in this process stopped: another may take them.
     case unowned(queueNames: [String])
     /// A worker of the pool of this name in another process has room for `room` more queues.

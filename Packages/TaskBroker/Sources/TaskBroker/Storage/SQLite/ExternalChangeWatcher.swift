@@ -13,8 +13,8 @@ import Synchronization
 /// learns of each commit of any process through inotify (the write-ahead log is written), reads
 /// the journal past what it has seen, and delivers the queues other processes changed as
 /// ``TaskChange/external(queueNames:)``. Changes of this process already reach the brokers
-/// directly, so they are skipped. A watcher that fell behind the journal's pruning rereads every
-/// queue name instead.
+/// directly, so they are skipped. A watcher that fell behind the journal's pruning has every queue
+/// read again instead: those stored, and those the brokers hold (emptied meanwhile, perhaps).
 ///
 /// Everything runs on one serial dispatch queue of its own (the journal read blocks briefly):
 /// never on Swift's cooperative pool.
@@ -57,15 +57,16 @@ final class ExternalChangeWatcher: Sendable {
             // (this one included) reads from there again.
             return
         }
-        let names: [String]
         if read.fellBehind {
-            // Entries were pruned before this process read them: every queue may have changed.
+            // Entries were pruned before this process read them: every queue may have changed,
+            // those a broker holds that are now empty (deleted, purged) included.
             guard let all = try? storage.queueNamesBlocking() else { return }  // read again next time
-            names = all
-        } else {
-            var seen: Set<String> = []
-            names = read.entries.filter { $0.origin != ProcessIdentity.token && seen.insert($0.queueName).inserted }.map(\.queueName)
+            lastSeen.withLock { $0 = read.latest }
+            notifier.notify([.externalEverywhere(storedQueues: all)])
+            return
         }
+        var seen: Set<String> = []
+        let names = read.entries.filter { $0.origin != ProcessIdentity.token && seen.insert($0.queueName).inserted }.map(\.queueName)
         lastSeen.withLock { $0 = read.latest }
         if !names.isEmpty {
             notifier.notify([.external(queueNames: names)])
