@@ -249,9 +249,11 @@ public final class PostgresTaskStorage: TaskStorage {
                     return .heldElsewhere(until: now.addingTimeInterval(remaining))
                 }
                 guard answer.valid else { return .changed }
-                // Held by another worker (or being claimed by one right now): look again when its
-                // lease ends, or soon if it has just ended.
-                return .heldElsewhere(until: now.addingTimeInterval(max(answer.remaining ?? 0, 0.05)))
+                // Free, or this worker's own, but its row locked by another transaction (another
+                // worker claiming it right now, or this worker's own renewal or release): look again
+                // soon. Not when this worker's own lease ends: it waited up to a whole lease for
+                // itself, and no one else could take the queue meanwhile.
+                return .heldElsewhere(until: now.addingTimeInterval(0.05))
             }
             epochs.withLock { $0[owner, default: [:]].merge(granted) { _, new in new } }
             return results

@@ -4,11 +4,14 @@ import TaskBroker
 @testable import TaskBrokerPostgres
 import Testing
 
+/// What claims, finishes and renewals make of PostgreSQL's answers.
+///
 /// PostgreSQL commits a statement sent on its own (an implicit transaction) only after it has
 /// answered that the statement completed, and postgres-nio reports the statement done on that
 /// answer. A commit that then fails (here: a deferred constraint trigger that raises at commit; in
 /// production: a full notification queue, or a server that stops before the commit reaches disk)
-/// must not be taken for a stored outcome or a granted claim.
+/// must not be taken for a stored outcome or a granted claim. And a claim that skips a locked
+/// lease row must not wait for the claimant's own lease.
 @Suite(.timeLimit(.minutes(1)))
 struct PostgresCommitTests {
     @Test func aFinishWhoseCommitFailsThrowsAndStoresNothing() async throws {
@@ -43,6 +46,25 @@ struct PostgresCommitTests {
         await #expect(throws: TaskBrokerError.self) {
             try await storage.renew(["q"], owner: "w", leaseDuration: .seconds(30))
         }
+    }
+
+    /// A worker claims a queue whose lease it holds itself while another transaction has the
+    /// queue's row locked (here an administrator's; in a worker: its own renewal or release under
+    /// way). It is told to look again soon, not when its own lease ends: it waited up to a whole
+    /// lease for itself, and no other worker could take the queue meanwhile.
+    @Test func aClaimOfItsOwnLeaseWhoseRowIsLockedIsTriedAgainSoon() async throws {
+        let (storage, admin, schema) = try await Self.storage()
+        let saved = try await storage.save([NewTask(key: "a", collection: "c", queueName: "q", payload: Data())])
+        #expect(try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30)) == [.granted])
+        let answer = try await admin.write { tx -> TaskClaimResult? in
+            try await tx.execute(PostgresQuery(unsafeSQL: "SELECT 1 FROM \"\(schema)\".queue WHERE name = 'q' FOR NO KEY UPDATE"))
+            return try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30)).first
+        }
+        guard case .heldElsewhere(let until)? = answer else {
+            Issue.record("the claim answered \(String(describing: answer)) while the row was locked")
+            return
+        }
+        #expect(until.timeIntervalSinceNow < 1, "look again soon, not in \(until.timeIntervalSinceNow) s")
     }
 
     /// A storage on a fresh schema, and an administrator's database on the same schema.
