@@ -59,6 +59,9 @@ public final class PostgresTaskStorage: TaskStorage {
         var options = PostgresClient.Configuration.Options()
         options.maximumConnections = configuration.poolSize
         options.connectTimeout = configuration.connectTimeout
+        // What `pg_stat_activity.application_name` shows for the pool's connections (the feed's
+        // show `taskbroker feed <schema>`).
+        options.additionalStartupParameters = [("application_name", "taskbroker \(configuration.schema)")]
         var clientConfiguration = PostgresClient.Configuration(
             host: configuration.host, port: configuration.port, username: configuration.username,
             password: configuration.password, database: configuration.database, tls: configuration.tls.client

@@ -590,14 +590,15 @@ struct PostgresRestartTests {
         let other = try await store.open()
         // The server stays up and drops every connection of this test but the one asking: the
         // broker's pool, its listening connection and `other`'s pool (pg_terminate_backend, as an
-        // administrator or a failover proxy does). A connection's last statement names the test's
-        // schema; the other tests running meanwhile keep theirs.
+        // administrator or a failover proxy does). Their application name names the test's schema
+        // (`taskbroker <schema>`, `taskbroker feed <schema>`); the other tests running meanwhile
+        // keep theirs.
         let dropped = try await other.write { tx -> Int in
             var count = 0
             let sql: PostgresQuery = """
                 SELECT count(pg_terminate_backend(pid))::int8 FROM pg_stat_activity
                 WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
-                  AND position(\(store.schema) in query) > 0
+                  AND position(\(store.schema) in application_name) > 0
                 """
             for try await value in try await tx.query(sql).decode(Int.self) {
                 count = value
