@@ -149,7 +149,9 @@ public enum TaskStorageConformance: Sendable {
 
     /// The checks a backend shared by several processes must pass too (leases, fencing, the change
     /// feed). Run them against a fresh backend whose lease (`TaskStorage.leaseDuration`) is short,
-    /// about a second: one check waits for a lease to expire.
+    /// a few seconds: two checks wait for a lease to expire, and the others need a lease to last
+    /// through a few claims and finishes (TaskBroker's own tests use 3 s; 1 s was too short once on
+    /// a loaded 2-core machine).
     public static let sharedChecks: [Check] = [
         Check("a queue's lease keeps a second owner off until the first releases it") { storage in
             let saved = try await storage.save([task("a", "q1"), task("b", "q1")])
