@@ -552,9 +552,7 @@ public final class PostgresTaskStorage: TaskStorage {
         _ what: String, _ body: @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         try await runAgainIfAborted(what) {
-            try await client.withConnection { connection in
-                try await Self.inTransaction(connection, logger: logger, body)
-            }
+            try await committed(body)
         }
     }
 
