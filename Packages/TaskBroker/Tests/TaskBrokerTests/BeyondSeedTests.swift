@@ -421,11 +421,13 @@ struct HandlerBridgingAndReplacementTests {
         let handler = RecordingHandler<TestAction>()
         handler.script("a", .retry(after: .milliseconds(2_500)), .waitForRestart)
         let answers = EventCollector<String>()
-        for _ in 0..<3 {
+        for answered in 1...3 {
             handler.handleNextItem(TestAction(key: "a", queueName: "q")) { success, retryTimeout in
                 answers.record("\(success) \(retryTimeout)")
             }
-            _ = await answers.values(count: answers.count + 1)
+            // The loop counts, not `answers.count`: the callback may answer before the count is read,
+            // and the wait would then be for an answer nobody asked for.
+            _ = await answers.values(count: answered)
         }
         #expect(answers.values == ["false 2.5", "false -1.0", "true 0.0"])
     }
