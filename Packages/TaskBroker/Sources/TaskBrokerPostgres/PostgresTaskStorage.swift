@@ -340,6 +340,7 @@ public final class PostgresTaskStorage: TaskStorage {
                     }
                     guard applied[index] else {
                         report.outdated.insert(task.queueName)
+                        kept[index] = nil
                         continue
                     }
                     if failed[index] {
@@ -378,6 +379,23 @@ public final class PostgresTaskStorage: TaskStorage {
                 held[outcome.task.queueName] = kept[index]
             }
             if !held.isEmpty { epochs[owner] = held }
+        }
+        if !report.outdated.isEmpty {
+            // An outdated outcome (its action deleted or saved again while it ran) stored nothing,
+            // and the statement let its lease go without a word, or kept it for a next head that
+            // no longer follows. The broker reads the queue again and claims it anew; until then
+            // the lease is let go and announced, so that no worker waits for it to expire (one
+            // kept here was not released at shutdown either: the broker did not know of it).
+            let outdated = outcomes.enumerated().compactMap { index, outcome -> (queueName: String, epoch: Int64)? in
+                let name = outcome.task.queueName
+                return report.outdated.contains(name) && leases[index] >= 0 ? (name, leases[index]) : nil
+            }
+            do {
+                try await releaseLeases(outdated, owner: owner)
+            } catch {
+                // Nothing stored is at stake: those leases expire after one lease, as a dead worker's do.
+                logger.debug("could not let go of \(outdated.count) lease(s) of outdated outcomes: \(error)")
+            }
         }
         if !report.fenced.isEmpty {
             logger.warning("refused the outcomes of \(report.fenced.count) queue(s) whose lease \(owner) no longer holds: \(report.fenced.sorted().prefix(5).joined(separator: ", "))")

@@ -67,6 +67,39 @@ struct PostgresCommitTests {
         #expect(until.timeIntervalSinceNow < 1, "look again soon, not in \(until.timeIntervalSinceNow) s")
     }
 
+    /// An action saved again while it ran: its completion is outdated and stores nothing. With a
+    /// next head claimed, the finish kept the lease all the same, unmarked: the broker did not know
+    /// it held it, and other workers waited for it to expire. Without one, it let the lease go
+    /// without a word: a worker told to wait for the lease waited until it would have expired.
+    /// Now the lease is let go and the queue announced, in both cases.
+    @Test(arguments: [true, false]) func anOutdatedOutcomeLetsItsLeaseGoAndSaysSo(claimingNext: Bool) async throws {
+        let (storage, admin, _) = try await Self.storage()
+        let other = try #require(admin.storage as? PostgresTaskStorage)
+        let saved = try await storage.save(["a", "b"].map { NewTask(key: $0, collection: "c", queueName: "q", payload: Data()) })
+        #expect(try await storage.claim([saved[0]], owner: "w", leaseDuration: .seconds(30)) == [.granted])
+        let resaved = try await storage.save([NewTask(key: "a", collection: "c", queueName: "q", payload: Data("2".utf8))])
+        let answer = try await other.claim(resaved, owner: "x", leaseDuration: .seconds(30))
+        guard case .heldElsewhere? = answer.first else {
+            Issue.record("the other worker's claim answered \(answer) while w held the lease")
+            return
+        }
+        let feed = try #require(try await other.changes())
+        // Skips what the feed hears before the finish (the save of a, a first catch-up), up to a change committed now.
+        _ = try await other.save([NewTask(key: "mark", collection: "c", queueName: "mark", payload: Data())])
+        var heard = feed.makeAsyncIterator()
+        while let batch = await heard.next(), !batch.contains(.queuesChanged(["mark"])) {}
+
+        let report = try await storage.finish(
+            [.completed(saved[0])], claimingNext: claimingNext ? ["q": saved[1]] : [:], owner: "w", leaseDuration: .seconds(30)
+        )
+        #expect(report == TaskFinishReport(outdated: ["q"]), "nothing stored, nothing continued")
+        while let batch = await heard.next(), !batch.contains(.queuesChanged(["q"])) {}
+        #expect(
+            try await other.claim(resaved, owner: "x", leaseDuration: .seconds(30)) == [.granted],
+            "the waiting worker takes the queue at once"
+        )
+    }
+
     /// A storage on a fresh schema, and an administrator's database on the same schema.
     private static func storage() async throws -> (PostgresTaskStorage, TaskDatabase, String) {
         let store = try TestStore(.postgres)
