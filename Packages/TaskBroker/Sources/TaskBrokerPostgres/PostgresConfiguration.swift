@@ -46,6 +46,15 @@ extension TaskDatabase {
         /// opened again, followed by a catch-up scan; without the check, other processes' saves
         /// would wait for the operating system to notice (many minutes). Defaults to 10 s.
         public var heartbeatInterval: Duration
+        /// How long one of the backend's own operations (a claim, a finish, a lease renewal, a
+        /// read, a save, a delete) may wait for the server. A connection that has not answered by
+        /// then (a peer gone without a word: a network cut, a NAT that forgot the connection, a
+        /// server process that hangs) is closed, and the operation fails with `storageFailed`; the
+        /// broker tries again, on another connection. Without it, the operation waited for the
+        /// operating system to give up on the connection (many minutes), and the broker's outcomes
+        /// waited behind it. A lease renewal waits at most a third of the lease, whatever this is.
+        /// Your own transactions (`TaskDatabase/write(_:)`) are not limited. Defaults to 30 s.
+        public var operationTimeout: Duration
         /// Where the backend logs reconnections and lost leases; silent by default.
         public var logger: Logger
 
@@ -63,6 +72,7 @@ extension TaskDatabase {
         ///   - poolSize: The most connections for writes and reads.
         ///   - connectTimeout: How long connecting may take.
         ///   - heartbeatInterval: How often the change feed checks its connection.
+        ///   - operationTimeout: How long one of the backend's own operations may wait for the server.
         ///   - logger: Where the backend logs.
         public init(
             host: String,
@@ -76,6 +86,7 @@ extension TaskDatabase {
             poolSize: Int = 8,
             connectTimeout: Duration = .seconds(10),
             heartbeatInterval: Duration = .seconds(10),
+            operationTimeout: Duration = .seconds(30),
             logger: Logger = Logger(label: "TaskBrokerPostgres", factory: { _ in SwiftLogNoOpLogHandler() })
         ) {
             self.host = host
@@ -89,6 +100,7 @@ extension TaskDatabase {
             self.poolSize = poolSize
             self.connectTimeout = connectTimeout
             self.heartbeatInterval = heartbeatInterval
+            self.operationTimeout = operationTimeout
             self.logger = logger
         }
 
@@ -200,6 +212,9 @@ extension TaskDatabase {
             // larger values would trap there.
             guard connectTimeout > .zero, connectTimeout <= .seconds(3_600) else {
                 throw TaskBrokerError(code: .invalidConfiguration, message: "The connect timeout must be more than 0 and at most an hour; got \(connectTimeout).")
+            }
+            guard operationTimeout >= .milliseconds(10), operationTimeout <= .seconds(3_600) else {
+                throw TaskBrokerError(code: .invalidConfiguration, message: "The operation timeout must be at least 10 ms and at most an hour; got \(operationTimeout).")
             }
             guard heartbeatInterval >= .milliseconds(10) else {
                 throw TaskBrokerError(code: .invalidConfiguration, message: "The heartbeat interval must be at least 10 ms; got \(heartbeatInterval).")

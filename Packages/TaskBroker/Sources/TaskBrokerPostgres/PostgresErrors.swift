@@ -40,6 +40,16 @@ enum PostgresErrors {
         )
     }
 
+    /// The server did not answer an operation within `timeout`, and its connection was closed.
+    static func noAnswer(_ what: String, within timeout: Duration, _ configuration: TaskDatabase.PostgresConfiguration) -> TaskBrokerError {
+        TaskBrokerError(
+            code: .storageFailed,
+            message: "Could not \(what) in PostgreSQL at \(configuration.endpoint): the server did not answer within \(timeout), "
+                + "so the connection was closed (check the network and the server; operationTimeout sets the limit). If the "
+                + "operation was committing, it may have been applied: the broker's own retries are safe either way."
+        )
+    }
+
     /// What went wrong, for a log line: the server's message (`terminating connection due to
     /// administrator command`) or postgres-nio's error code (`serverClosedConnection`), since a
     /// `PSQLError`'s own description is a generic sentence that names neither.

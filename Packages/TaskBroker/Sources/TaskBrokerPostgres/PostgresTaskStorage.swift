@@ -182,11 +182,13 @@ public final class PostgresTaskStorage: TaskStorage {
     /// The names of every queue that has stored actions, sorted.
     public func queueNames() async throws -> [String] {
         try await run("list the queues") {
-            var names: [String] = []
-            for try await name in try await client.query(sql.queueNamesQuery(), logger: logger).decode(String.self) {
-                names.append(name)
+            try await withConnection { [self] connection in
+                var names: [String] = []
+                for try await name in try await connection.query(sql.queueNamesQuery(), logger: logger).decode(String.self) {
+                    names.append(name)
+                }
+                return names
             }
-            return names
         }
     }
 
@@ -199,11 +201,14 @@ public final class PostgresTaskStorage: TaskStorage {
     public func tasks(inQueues queueNames: [String]) async throws -> [String: [StoredTask]] {
         guard !queueNames.isEmpty else { return [:] }
         return try await run("read \(queueNames.count) queue(s)") {
-            var result: [String: [StoredTask]] = [:]
-            let rows = try await client.query(sql.tasksQuery(queueNames: queueNames), logger: logger)
-            for try await row in rows {
-                let task = try PostgresSchema.task(row)
-                result[task.queueName, default: []].append(task)
+            var result = try await withConnection { [self] connection in
+                var result: [String: [StoredTask]] = [:]
+                let rows = try await connection.query(sql.tasksQuery(queueNames: queueNames), logger: logger)
+                for try await row in rows {
+                    let task = try PostgresSchema.task(row)
+                    result[task.queueName, default: []].append(task)
+                }
+                return result
             }
             // In enqueue order (the statement does not sort; rows mostly come in that order already).
             // In place, through `values[index]`: sorting through `result[queueName]?` copied every
@@ -222,7 +227,7 @@ public final class PostgresTaskStorage: TaskStorage {
         return try await run("claim \(heads.count) queue(s)") {
             // Granted once committed (see `committed(_:)`): a lease that never reached the
             // database would let two workers run the queue.
-            let answers = try await committed { connection in
+            let answers = try await committed { [self] connection in
                 let rows = try await connection.query(sql.claimQuery(heads: heads, owner: owner, leaseMilliseconds: lease.milliseconds), logger: logger)
                 var answers: [String: (valid: Bool, epoch: Int64?, remaining: Double?, heldByOther: Bool)] = [:]
                 // A taken queue's row (with its epoch) comes first; the row every head then gets says
@@ -289,7 +294,7 @@ public final class PostgresTaskStorage: TaskStorage {
         let count = outcomes.count
         // `kept`, per outcome, by position: the epoch of a lease kept for the next head.
         let (report, changes, kept) = try await runAgainIfAborted("store \(count) outcome(s)") {
-            try await committed { connection -> (TaskFinishReport, [TaskStorageChange], [Int64?]) in
+            try await committed { [self] connection -> (TaskFinishReport, [TaskStorageChange], [Int64?]) in
                 var kept = [Int64?](repeating: nil, count: count)
                 let rows = try await connection.query(
                     sql.finishQuery(
@@ -425,8 +430,10 @@ public final class PostgresTaskStorage: TaskStorage {
         guard !held.isEmpty else { return [] }
         let lease = configuration.leaseDuration
         let renewed = try await run("renew \(held.count) lease(s)") {
-            // Renewed once committed (see `committed(_:)`).
-            try await committed { connection in
+            // Renewed once committed (see `committed(_:)`). A renewal that waits longer than a
+            // quarter of the lease gives up, so that the broker's next try (a twelfth of the lease
+            // later) still comes before the lease ends.
+            try await committed(within: min(configuration.operationTimeout, lease / 4)) { [self] connection in
                 let rows = try await connection.query(
                     sql.renewQuery(queueNames: held.map(\.queueName), epochs: held.map(\.epoch), owner: owner, leaseMilliseconds: lease.milliseconds),
                     logger: logger
@@ -472,7 +479,7 @@ public final class PostgresTaskStorage: TaskStorage {
     /// Ends these leases if `owner` still holds them under these epochs, and notifies their queues.
     private func releaseLeases(_ held: [(queueName: String, epoch: Int64)], owner: String) async throws {
         guard !held.isEmpty else { return }
-        try await transaction("release \(held.count) lease(s)") { connection in
+        try await transaction("release \(held.count) lease(s)") { [self] connection in
             var released: [String] = []
             let rows = try await connection.query(
                 sql.releaseQuery(queueNames: held.map(\.queueName), epochs: held.map(\.epoch), owner: owner), logger: logger
@@ -491,7 +498,7 @@ public final class PostgresTaskStorage: TaskStorage {
             logger.debug("a pool name too long for a notification: its workers do not ask each other for queues")
             return
         }
-        try await transaction("ask for queues") { connection in
+        try await transaction("ask for queues") { [self] connection in
             try await notify([payload], on: connection)
         }
     }
@@ -499,7 +506,7 @@ public final class PostgresTaskStorage: TaskStorage {
     /// Clears the pauses of the given queues and notifies them.
     public func resume(queues queueNames: [String]) async throws -> [StoredTask] {
         guard !queueNames.isEmpty else { return [] }
-        return try await transaction("resume \(queueNames.count) queue(s)") { connection in
+        return try await transaction("resume \(queueNames.count) queue(s)") { [self] connection in
             var resumed: [StoredTask] = []
             for try await row in try await connection.query(sql.resumeQuery(queueNames: queueNames), logger: logger) {
                 resumed.append(try PostgresSchema.task(row))
@@ -511,7 +518,7 @@ public final class PostgresTaskStorage: TaskStorage {
 
     /// Deletes every action of a queue and notifies it.
     public func purge(queue queueName: String) async throws -> Int {
-        try await transaction("purge queue \(queueName)") { connection in
+        try await transaction("purge queue \(queueName)") { [self] connection in
             var count = 0
             for try await deleted in try await connection.query(sql.purgeQuery(queueName: queueName), logger: logger).decode(Int.self) {
                 count = deleted
@@ -524,14 +531,16 @@ public final class PostgresTaskStorage: TaskStorage {
     /// The stored state of every queue that has actions, sorted by name.
     public func snapshot() async throws -> [TaskQueueSnapshot] {
         try await run("read the queues' state") {
-            var snapshots: [TaskQueueSnapshot] = []
-            let rows = try await client.query(sql.snapshotQuery(), logger: logger)
-            for try await (name, pending, attempts, pauseKind, pauseUntil) in rows.decode((String, Int, Int32, Int16?, Double?).self) {
-                snapshots.append(TaskQueueSnapshot(
-                    name: name, pending: pending, pause: PostgresSchema.pause(kind: pauseKind, until: pauseUntil), attempts: Int(attempts)
-                ))
+            try await withConnection { [self] connection in
+                var snapshots: [TaskQueueSnapshot] = []
+                let rows = try await connection.query(sql.snapshotQuery(), logger: logger)
+                for try await (name, pending, attempts, pauseKind, pauseUntil) in rows.decode((String, Int, Int32, Int16?, Double?).self) {
+                    snapshots.append(TaskQueueSnapshot(
+                        name: name, pending: pending, pause: PostgresSchema.pause(kind: pauseKind, until: pauseUntil), attempts: Int(attempts)
+                    ))
+                }
+                return snapshots
             }
-            return snapshots
         }
     }
 
@@ -567,7 +576,7 @@ public final class PostgresTaskStorage: TaskStorage {
     /// PostgreSQL aborted it to break a deadlock (``runAgainIfAborted(_:_:)``). Only for this
     /// storage's own statements: a caller's `write` is never run twice.
     func transaction<T: Sendable>(
-        _ what: String, _ body: @Sendable (PostgresConnection) async throws -> T
+        _ what: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         try await runAgainIfAborted(what) {
             try await committed(body)
@@ -581,9 +590,60 @@ public final class PostgresTaskStorage: TaskStorage {
     /// its disk) went unseen, and the broker took an outcome that was never stored for stored (it
     /// ran the queue's next action, and the stored one ran again later, out of order). The
     /// explicit COMMIT answers only once the commit is done, or fails.
-    func committed<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
-        try await client.withConnection { connection in
+    func committed<T: Sendable>(
+        within timeout: Duration? = nil, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        try await withConnection(within: timeout) { [self] connection in
             try await Self.inTransaction(connection, logger: logger, body)
+        }
+    }
+
+    /// Runs `body` on a pooled connection, and gives up on it if the server has not answered
+    /// within `timeout` (`PostgresConfiguration.operationTimeout` unless given): this then throws
+    /// `NoAnswer` (``run(_:_:)`` makes it a `storageFailed` that says so) and closes the
+    /// connection, which fails a query `body` is waiting for; the pool replaces it. postgres-nio
+    /// has no time limit of its own: an operation on a connection whose peer went silent (a
+    /// network cut, a server process that hangs) waited for the operating system to give up on
+    /// it, many minutes, and every outcome of the broker waited behind it.
+    ///
+    /// `body` runs in a task of its own, and this does not wait for it once the time is up: a
+    /// query sent on the connection after it was closed never answers (postgres-nio drops a
+    /// statement written to a closed channel without failing it), and a `body` between two
+    /// statements at that moment would hang forever, and its caller with it. Such a task is left
+    /// behind, holding nothing but the closed connection. Cancelling the caller cancels `body`.
+    func withConnection<T: Sendable>(
+        within timeout: Duration? = nil, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        let limit = timeout ?? configuration.operationTimeout
+        return try await client.withConnection { connection in
+            let outcome = FirstOutcome<T>()
+            let work = Task {
+                do {
+                    outcome.settle(.success(try await body(connection)))
+                } catch {
+                    outcome.settle(.failure(error))
+                }
+            }
+            let watchdog = Task { [logger, configuration] in
+                do {
+                    try await Task.sleep(for: limit)
+                } catch {
+                    return
+                }
+                guard outcome.settle(.failure(NoAnswer(limit: limit))) else { return }
+                logger.warning("PostgreSQL at \(configuration.endpoint) did not answer within \(limit); closing the connection")
+                try? await connection.close()
+            }
+            let result = await withTaskCancellationHandler {
+                await outcome.result
+            } onCancel: {
+                work.cancel()
+            }
+            // The pool gets the connection back only once the watchdog is done with it: a close
+            // that landed after the release closed it under the next operation the pool gave it to.
+            watchdog.cancel()
+            await watchdog.value
+            return try result.get()
         }
     }
 
@@ -648,10 +708,50 @@ public final class PostgresTaskStorage: TaskStorage {
             throw error
         } catch let error as UserCodeFailed {
             throw error
+        } catch let error as NoAnswer {
+            throw PostgresErrors.noAnswer(what, within: error.limit, configuration)
         } catch {
             throw PostgresErrors.storageFailed(what, error, configuration)
         }
     }
+}
+
+/// The first outcome of an operation given a time limit: its result, or `NoAnswer` (see
+/// `PostgresTaskStorage.withConnection(within:_:)`). Later outcomes are dropped.
+final class FirstOutcome<T: Sendable>: Sendable {
+    private let state = Mutex<(outcome: Result<T, any Error>?, waiter: CheckedContinuation<Result<T, any Error>, Never>?)>((nil, nil))
+
+    /// Records `outcome` unless another came first; returns whether it was recorded.
+    @discardableResult
+    func settle(_ outcome: Result<T, any Error>) -> Bool {
+        let (recorded, waiter) = state.withLock { state -> (Bool, CheckedContinuation<Result<T, any Error>, Never>?) in
+            guard state.outcome == nil else { return (false, nil) }
+            state.outcome = outcome
+            defer { state.waiter = nil }
+            return (true, state.waiter)
+        }
+        waiter?.resume(returning: outcome)
+        return recorded
+    }
+
+    /// The first outcome, once there is one.
+    var result: Result<T, any Error> {
+        get async {
+            await withCheckedContinuation { waiter in
+                let outcome = state.withLock { state -> Result<T, any Error>? in
+                    if state.outcome == nil { state.waiter = waiter }
+                    return state.outcome
+                }
+                if let outcome { waiter.resume(returning: outcome) }
+            }
+        }
+    }
+}
+
+/// The server did not answer within `limit`, and the connection was closed (see
+/// `PostgresTaskStorage.withConnection(within:_:)`).
+struct NoAnswer: Error {
+    let limit: Duration
 }
 
 /// An error thrown by the caller's own code inside a transaction, carried through the storage

@@ -89,8 +89,8 @@ struct PostgresChangeFeedTests {
         let worker = try await TaskDatabase.postgres(configuration: configuration)
         let handler = RecordingHandler<TestAction>()
         let broker = try await TaskQueueBroker.setup(database: worker, name: "h", handler: handler)
-        let feeds = try await Self.feedProcesses(of: store, admin)
-        try #require(feeds.count == 1, "one feed connection: \(feeds)")
+        // Waits for the feed's one connection: on a loaded machine a heartbeat (200 ms) may go
+        // unanswered, and the feed may be between two connections when the test looks.
         let feedProcess = try await Self.stopFeedWhileItWaitsForItsClient(of: store, admin)
         defer { kill(feedProcess, SIGCONT) }
         try await admin.save(TestAction(key: "saved while the feed was deaf", queueName: "h-q"))

@@ -519,13 +519,15 @@ struct PostgresTests {
     }
 
     /// A schema name PostgreSQL reserves, a lease of a century (every claim would overflow the
-    /// server's timestamps) and a connect timeout past Int64's milliseconds (trapped).
-    @Test(arguments: ["schema", "lease", "connect"])
+    /// server's timestamps), a connect timeout past Int64's milliseconds (trapped) and an
+    /// operation timeout of zero (every operation would fail).
+    @Test(arguments: ["schema", "lease", "connect", "operation"])
     func anUnusableSettingIsRefusedBeforeConnecting(_ setting: String) async throws {
         var configuration = try TestStore(.postgres).postgresConfiguration()
         switch setting {
         case "schema": configuration.schema = "pg_tasks"
         case "lease": configuration.leaseDuration = .seconds(100 * 365 * 86_400)
+        case "operation": configuration.operationTimeout = .zero
         default: configuration.connectTimeout = .seconds(Int64.max / 100)
         }
         await #expect { _ = try await TaskDatabase.postgres(configuration: configuration) } throws: { error in

@@ -368,18 +368,22 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
     }
 
     /// Renews the leases of the running actions every third of the lease, until cancelled. A
-    /// renewal that fails is tried at the next one; a lease another worker took over is reported
-    /// to the machine (the action's outcome will be refused).
+    /// renewal that fails is tried again a twelfth of the lease later (storage gives a renewal at
+    /// most a quarter of the lease: a third, a quarter and a twelfth leave a third of it); a lease
+    /// another worker took over is reported to the machine (the action's outcome will be refused).
     private func renewLeases() async {
         let lease = leaseDuration
         let interval = lease / 3
+        let retry = lease / 12
+        var wait = interval
         while true {
             // Real time, not the injected clock: a lease expires on the database server's clock.
             do {
-                try await Task.sleep(for: interval)
+                try await Task.sleep(for: wait)
             } catch {
                 return
             }
+            wait = interval
             let running = Array(view().inFlight.keys)
             guard !running.isEmpty else { continue }
             do {
@@ -389,7 +393,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                     mailbox.post(.leaseLost(lost))
                 }
             } catch {
-                logger.error("could not renew the leases of \(running.count) running queue(s); trying again in \(interval): \(error)")
+                wait = retry
+                logger.error("could not renew the leases of \(running.count) running queue(s); trying again in \(retry): \(error)")
             }
         }
     }

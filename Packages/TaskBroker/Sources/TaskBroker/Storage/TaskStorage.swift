@@ -244,7 +244,9 @@ public protocol TaskStorage: Sendable {
     ///   - leaseDuration: How long each lease lasts from now.
     /// - Returns: The queues whose lease `owner` no longer holds (another worker took them over);
     ///   empty for a backend without leases (the default).
-    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`; the broker tries again at the next renewal.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`; the broker tries again a twelfth
+    ///   of the lease later. A renewal should give up within a quarter of the lease, so that the
+    ///   next try still comes before the lease ends.
     func renew(_ queueNames: [String], owner: String, leaseDuration: Duration) async throws -> [String]
 
     /// Lets go of leases `owner` was granted by its last claim of these queues and will not use
