@@ -234,10 +234,16 @@ struct LifecycleTests {
     @Test func fireAndForgetJobRunsToTheEndAndIsThenFreed() async {
         let callbacks = EventCollector<String>()
         let done = EventCollector<String>()
+        // As above: the first command waits until the chain is built, or the job may pause in between.
+        let gate = Gate()
         RecordingJob(mode: .auto, callbacks: callbacks)
-            .doInBackground { done.record("one") }
+            .doInBackground {
+                gate.wait()
+                done.record("one")
+            }
             .doInMain { done.record("two") }
             .doInUtility { done.record("three") }
+        gate.open()
         #expect(await callbacks.values(count: 12).last == "willEject")
         #expect(done.values == ["one", "two", "three"])
     }

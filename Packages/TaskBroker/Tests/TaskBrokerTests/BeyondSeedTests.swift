@@ -327,10 +327,14 @@ struct BeyondSeedTests {
         let store = try TestStore(backend)
         let database = try await store.open()
         let handler = GateHandler()
-        let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: handler)
+        let clock = ManualClock()
+        let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: handler, clock: clock)
         try await database.save([TestAction(key: "a", queueName: "h-q"), TestAction(key: "b", queueName: "h-q")])
         _ = await handler.started.values(count: 1)
         let shutdown = Task { await broker.shutdown() }
+        // The broker is stopping once `shutdown()` sleeps on its time limit: a released "a" stored
+        // before then would let "b" start.
+        await clock.sleepers(atLeast: 1)
         handler.release("a")
         handler.release("b")
         await shutdown.valueOrCancel

@@ -52,8 +52,12 @@ struct CorruptRowTests {
         }
         let handler = CallbackHandler()
         handler.answer("a", success: false, retryTimeout: -1)
-        let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: handler)
+        // Started once the recorder listens: the stored action may start, and fail, at once.
+        let broker = try await TaskQueueBroker.setup(
+            database: database, name: "h", handler: handler, configuration: .init(startsAutomatically: false)
+        )
         let events = EventRecorder(broker)
+        broker.start()
         let seen = await events.wait(for: { event in
             if case .failed = event { true } else { false }
         })
@@ -109,8 +113,11 @@ struct CorruptRowTests {
         }
         let reopened = try await TaskDatabase.sqlite(path: path)
         let handler = RecordingHandler<TestAction>()
-        let broker = try await TaskQueueBroker.setup(database: reopened, name: "h", handler: handler)
+        let broker = try await TaskQueueBroker.setup(
+            database: reopened, name: "h", handler: handler, configuration: .init(startsAutomatically: false)
+        )
         let events = EventRecorder(broker)
+        broker.start()
         let seen = await events.wait(for: { event in
             if case .storageFailed(.load, _, _, _) = event { true } else { false }
         })

@@ -69,26 +69,6 @@ final class FailingOnceProcessor: JobProcessor, Sendable {
     }
 }
 
-/// A weak reference readable from any thread.
-final class WeakReference<Object: AnyObject & Sendable>: Sendable {
-    private let storage: Mutex<Weak>
-
-    private struct Weak: ~Copyable {
-        weak var object: Object?
-    }
-
-    init(_ object: Object) {
-        storage = Mutex(Weak(object: object))
-    }
-
-    var object: Object? {
-        storage.withLock { $0.object }
-    }
-}
-
-/// An object whose lifetime a test watches.
-final class Tracked: Sendable {}
-
 /// Puts a failed job back at the front of its queue, once per job.
 struct RetryOnceStrategy: JobRetryStrategy {
     func retry<JobType: QueueJob>(job: JobType, failedOnQueue queue: JobQueue<JobType>) {
