@@ -616,7 +616,7 @@ public final class PostgresTaskStorage: TaskStorage {
     ) async throws -> T {
         let limit = timeout ?? configuration.operationTimeout
         return try await client.withConnection { connection in
-            let outcome = FirstOutcome<T>()
+            let outcome = SettledOnce<T>()
             let work = Task {
                 do {
                     outcome.settle(.success(try await body(connection)))
@@ -718,7 +718,7 @@ public final class PostgresTaskStorage: TaskStorage {
 
 /// The first outcome of an operation given a time limit: its result, or `NoAnswer` (see
 /// `PostgresTaskStorage.withConnection(within:_:)`). Later outcomes are dropped.
-final class FirstOutcome<T: Sendable>: Sendable {
+final class SettledOnce<T: Sendable>: Sendable {
     private let state = Mutex<(outcome: Result<T, any Error>?, waiter: CheckedContinuation<Result<T, any Error>, Never>?)>((nil, nil))
 
     /// Records `outcome` unless another came first; returns whether it was recorded.
