@@ -293,9 +293,11 @@ public final class PostgresTaskStorage: TaskStorage {
         // `committed(_:)`).
         let count = outcomes.count
         // `kept`, per outcome, by position: the epoch of a lease kept for the next head.
-        let (report, changes, kept) = try await runAgainIfAborted("store \(count) outcome(s)") {
-            try await committed { [self] connection -> (TaskFinishReport, [TaskStorageChange], [Int64?]) in
+        // `outdatedAt`, per outcome, by position: storage held a newer state of its action.
+        let (report, changes, kept, outdatedAt) = try await runAgainIfAborted("store \(count) outcome(s)") {
+            try await committed { [self] connection -> (TaskFinishReport, [TaskStorageChange], [Int64?], [Bool]) in
                 var kept = [Int64?](repeating: nil, count: count)
+                var outdatedAt = [Bool](repeating: false, count: count)
                 let rows = try await connection.query(
                     sql.finishQuery(
                         outcomes: outcomes, epochs: leases, nextHeads: nextHeads, owner: owner, origin: origin,
@@ -346,6 +348,7 @@ public final class PostgresTaskStorage: TaskStorage {
                     guard applied[index] else {
                         report.outdated.insert(task.queueName)
                         kept[index] = nil
+                        outdatedAt[index] = true
                         continue
                     }
                     if failed[index] {
@@ -370,7 +373,7 @@ public final class PostgresTaskStorage: TaskStorage {
                 var changes: [TaskStorageChange] = []
                 if failedAny { changes.append(.queuesChanged(failedQueues.sorted())) }
                 if !completed.isEmpty { changes.append(.completed(completed)) }
-                return (report, changes, kept)
+                return (report, changes, kept, outdatedAt)
             }
         }
         if !changes.isEmpty {
@@ -385,21 +388,25 @@ public final class PostgresTaskStorage: TaskStorage {
             }
             if !held.isEmpty { epochs[owner] = held }
         }
-        if !report.outdated.isEmpty {
-            // An outdated outcome (its action deleted or saved again while it ran) stored nothing,
-            // and the statement let its lease go without a word, or kept it for a next head that
-            // no longer follows. The broker reads the queue again and claims it anew; until then
-            // the lease is let go and announced, so that no worker waits for it to expire (one
-            // kept here was not released at shutdown either: the broker did not know of it).
-            let outdated = outcomes.enumerated().compactMap { index, outcome -> (queueName: String, epoch: Int64)? in
-                let name = outcome.task.queueName
-                return report.outdated.contains(name) && leases[index] >= 0 ? (name, leases[index]) : nil
-            }
-            do {
-                try await releaseLeases(outdated, owner: owner)
-            } catch {
-                // Nothing stored is at stake: those leases expire after one lease, as a dead worker's do.
-                logger.debug("could not let go of \(outdated.count) lease(s) of outdated outcomes: \(error)")
+        // An outdated outcome (its action deleted or saved again while it ran) stored nothing, and
+        // the statement let its lease go without a word, or kept it for a next head that no longer
+        // follows. The broker reads the queue again and claims it anew; until then the lease is
+        // let go and announced, so that no worker waits for it to expire (one kept here was not
+        // released at shutdown either: the broker did not know of it). Under that outcome's epoch:
+        // a claim made since holds a newer one, and is left alone.
+        let outdated = outcomes.indices.compactMap { index -> (queueName: String, epoch: Int64)? in
+            outdatedAt[index] && leases[index] >= 0 ? (outcomes[index].task.queueName, leases[index]) : nil
+        }
+        if !outdated.isEmpty {
+            // In the background: the report does not wait for it (the batch's other queues wait
+            // for their outcomes, and their kept leases for renewals that would wait behind it).
+            Task { [logger] in
+                do {
+                    try await self.releaseLeases(outdated, owner: owner)
+                } catch {
+                    // Nothing stored is at stake: those leases expire after one lease, as a dead worker's do.
+                    logger.debug("could not let go of \(outdated.count) lease(s) of outdated outcomes: \(error)")
+                }
             }
         }
         if !report.fenced.isEmpty {
@@ -433,7 +440,7 @@ public final class PostgresTaskStorage: TaskStorage {
             // Renewed once committed (see `committed(_:)`). A renewal that waits longer than a
             // quarter of the lease gives up, so that the broker's next try (a twelfth of the lease
             // later) still comes before the lease ends.
-            try await committed(within: min(configuration.operationTimeout, lease / 4)) { [self] connection in
+            try await committed(within: renewalLimit) { [self] connection in
                 let rows = try await connection.query(
                     sql.renewQuery(queueNames: held.map(\.queueName), epochs: held.map(\.epoch), owner: owner, leaseMilliseconds: lease.milliseconds),
                     logger: logger
@@ -458,7 +465,8 @@ public final class PostgresTaskStorage: TaskStorage {
         if !releasedMeanwhile.isEmpty {
             do {
                 // Under the renewed epochs: a lease this worker claimed anew since is left alone.
-                try await releaseLeases(releasedMeanwhile, owner: owner)
+                // Within the renewal's own limit: the next renewal waits for this one.
+                try await releaseLeases(releasedMeanwhile, owner: owner, within: renewalLimit)
             } catch {
                 // Nothing stored is at stake: those leases expire after one lease, as a dead worker's do.
                 logger.debug("could not release again \(releasedMeanwhile.count) lease(s) that the renewal extended after their release: \(error)")
@@ -476,10 +484,18 @@ public final class PostgresTaskStorage: TaskStorage {
         try await releaseLeases(held, owner: owner)
     }
 
+    /// How long a renewal, and the release that may follow it, may wait for the server: a quarter
+    /// of the lease (see `renew(_:owner:)`), or `operationTimeout` if shorter.
+    private var renewalLimit: Duration {
+        min(configuration.operationTimeout, configuration.leaseDuration / 4)
+    }
+
     /// Ends these leases if `owner` still holds them under these epochs, and notifies their queues.
-    private func releaseLeases(_ held: [(queueName: String, epoch: Int64)], owner: String) async throws {
+    private func releaseLeases(
+        _ held: [(queueName: String, epoch: Int64)], owner: String, within timeout: Duration? = nil
+    ) async throws {
         guard !held.isEmpty else { return }
-        try await transaction("release \(held.count) lease(s)") { [self] connection in
+        try await transaction("release \(held.count) lease(s)", within: timeout) { [self] connection in
             var released: [String] = []
             let rows = try await connection.query(
                 sql.releaseQuery(queueNames: held.map(\.queueName), epochs: held.map(\.epoch), owner: owner), logger: logger
@@ -576,10 +592,10 @@ public final class PostgresTaskStorage: TaskStorage {
     /// PostgreSQL aborted it to break a deadlock (``runAgainIfAborted(_:_:)``). Only for this
     /// storage's own statements: a caller's `write` is never run twice.
     func transaction<T: Sendable>(
-        _ what: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+        _ what: String, within timeout: Duration? = nil, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         try await runAgainIfAborted(what) {
-            try await committed(body)
+            try await committed(within: timeout, body)
         }
     }
 
@@ -610,7 +626,9 @@ public final class PostgresTaskStorage: TaskStorage {
     /// query sent on the connection after it was closed never answers (postgres-nio drops a
     /// statement written to a closed channel without failing it), and a `body` between two
     /// statements at that moment would hang forever, and its caller with it. Such a task is left
-    /// behind, holding nothing but the closed connection. Cancelling the caller cancels `body`.
+    /// behind (with what `body` holds); the transactions' own ROLLBACK is not sent on a closed
+    /// connection, so it takes a close that lands between two statements. Cancelling the caller
+    /// cancels `body`.
     func withConnection<T: Sendable>(
         within timeout: Duration? = nil, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
@@ -655,7 +673,9 @@ public final class PostgresTaskStorage: TaskStorage {
         do {
             value = try await body(connection)
         } catch {
-            try? await connection.execute("ROLLBACK", logger: logger)
+            // Not on a connection the time limit closed: a statement written to a closed
+            // connection never answers (see `withConnection(within:_:)`).
+            if !connection.isClosed { try? await connection.execute("ROLLBACK", logger: logger) }
             throw error
         }
         // PostgreSQL answers the COMMIT of a transaction in which a statement failed with a

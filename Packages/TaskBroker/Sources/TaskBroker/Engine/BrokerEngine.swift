@@ -367,17 +367,19 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         }
     }
 
-    /// Renews the leases of the running actions every third of the lease, until cancelled. A
-    /// renewal that fails is tried again a twelfth of the lease later (storage gives a renewal at
-    /// most a quarter of the lease: a third, a quarter and a twelfth leave a third of it); a lease
-    /// another worker took over is reported to the machine (the action's outcome will be refused).
+    /// Renews the leases of the running actions every third of the lease (counted from the start
+    /// of each renewal, which may take a while), until cancelled. A renewal that fails is tried
+    /// again a twelfth of the lease later (storage gives a renewal at most a quarter of the lease:
+    /// a third, a quarter and a twelfth leave a third of it); a lease another worker took over is
+    /// reported to the machine (the action's outcome will be refused).
     private func renewLeases() async {
         let lease = leaseDuration
         let interval = lease / 3
         let retry = lease / 12
         var wait = interval
+        // Real time, not the injected clock: a lease expires on the database server's clock.
+        let clock = ContinuousClock()
         while true {
-            // Real time, not the injected clock: a lease expires on the database server's clock.
             do {
                 try await Task.sleep(for: wait)
             } catch {
@@ -386,8 +388,10 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             wait = interval
             let running = Array(view().inFlight.keys)
             guard !running.isEmpty else { continue }
+            let began = clock.now
             do {
                 let lost = try await storage.renew(running, owner: owner, leaseDuration: lease)
+                wait = max(.zero, interval - (clock.now - began))
                 if !lost.isEmpty {
                     logger.warning("another worker took over \(lost.count) queue(s) whose action still runs here (\(Self.summary(lost))); their outcomes will not be stored")
                     mailbox.post(.leaseLost(lost))
