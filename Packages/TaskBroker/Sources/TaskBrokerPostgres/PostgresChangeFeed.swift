@@ -14,39 +14,20 @@ enum PostgresChangeFeed {
     /// - Throws: The first connection's error (`connectionFailed`, `storageFailed`).
     static func start(storage: PostgresTaskStorage) async throws -> AsyncStream<[TaskStorageChange]> {
         let (stream, continuation) = AsyncStream.makeStream(of: [TaskStorageChange].self)
-        let first = FirstOutcome()
-        try await withCheckedThrowingContinuation { (started: CheckedContinuation<Void, any Error>) in
-            first.set(started)
-            let task = Task {
-                await follow(storage: storage, continuation: continuation, started: first.report)
-            }
-            let local = storage.addLocalFeed(continuation)
-            continuation.onTermination = { [weak storage] _ in
-                task.cancel()
-                storage?.removeLocalFeed(local)
+        // Settled by the first connection: listening (confirmed), or its error.
+        let first = SettledOnce<Void>()
+        let task = Task {
+            await follow(storage: storage, continuation: continuation) { error in
+                first.settle(error.map { .failure($0) } ?? .success(()))
             }
         }
+        let local = storage.addLocalFeed(continuation)
+        continuation.onTermination = { [weak storage] _ in
+            task.cancel()
+            storage?.removeLocalFeed(local)
+        }
+        try await first.result.get()
         return stream
-    }
-
-    /// Reports the first outcome of listening (confirmed, or the first connection's error) once.
-    private final class FirstOutcome: Sendable {
-        private let waiter = Mutex<CheckedContinuation<Void, any Error>?>(nil)
-
-        func set(_ continuation: CheckedContinuation<Void, any Error>) {
-            waiter.withLock { $0 = continuation }
-        }
-
-        /// - Returns: `true` the first time (the outcome was reported), `false` after.
-        @Sendable func report(_ error: (any Error)?) -> Bool {
-            guard let waiter = waiter.withLock({ state in defer { state = nil }; return state }) else { return false }
-            if let error {
-                waiter.resume(throwing: error)
-            } else {
-                waiter.resume()
-            }
-            return true
-        }
     }
 
     private static func follow(

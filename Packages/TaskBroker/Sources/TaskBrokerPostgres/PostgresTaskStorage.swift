@@ -736,8 +736,9 @@ public final class PostgresTaskStorage: TaskStorage {
     }
 }
 
-/// The first outcome of an operation given a time limit: its result, or `NoAnswer` (see
-/// `PostgresTaskStorage.withConnection(within:_:)`). Later outcomes are dropped.
+/// The first of outcomes that race, kept once; later ones are dropped. An operation and its time
+/// limit (`PostgresTaskStorage.withConnection(within:_:)`), the change feed's first connection
+/// (listening, or its error).
 final class SettledOnce<T: Sendable>: Sendable {
     private let state = Mutex<(outcome: Result<T, any Error>?, waiter: CheckedContinuation<Result<T, any Error>, Never>?)>((nil, nil))
 

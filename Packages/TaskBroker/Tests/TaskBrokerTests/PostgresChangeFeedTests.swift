@@ -99,23 +99,9 @@ struct PostgresChangeFeedTests {
         await broker.shutdown()
     }
 
-    /// The server processes of the feed connections of `store`'s schema.
-    private static func feedProcesses(of store: TestStore, _ admin: TaskDatabase) async throws -> [Int32] {
-        try await admin.write { tx -> [Int32] in
-            let rows = try await tx.query("SELECT pid FROM pg_stat_activity WHERE application_name = \("taskbroker feed \(store.schema)")")
-            var pids: [Int32] = []
-            for try await pid in rows.decode(Int32.self) { pids.append(pid) }
-            return pids
-        }
-    }
-
     /// Stops the server process of the feed's connection (SIGSTOP) while it waits for its client,
-    /// and only then; returns that process. Stopped at any moment, the test hung twice in a few
-    /// runs (the save never ran). Stopped while it reads notifications (other tests' saves wake
-    /// every listening process), it can hold a lock that every commit with a NOTIFY needs (the
-    /// notification queue's, or a commit-log lock), saves included. Waiting for its client, it
-    /// holds none: the wait event it reported last says where it stopped (it clears the event as
-    /// soon as that wait ends, before it reads anything).
+    /// and only then (see `ServerProcesses.stopIfWaitingForItsClient`); returns that process.
+    /// Stopped at any moment, the test hung twice in a few runs (the save never ran).
     ///
     /// A try that stops it elsewhere can keep it stopped past the heartbeat's limit (the check is a
     /// query of its own, slow on a loaded machine): the feed then replaces the connection, that
@@ -123,20 +109,12 @@ struct PostgresChangeFeedTests {
     /// process only, every later `kill` failed (it no longer existed), once in 16 runs.
     private static func stopFeedWhileItWaitsForItsClient(of store: TestStore, _ admin: TaskDatabase) async throws -> Int32 {
         for _ in 0..<1_000 {
-            let feeds = try await feedProcesses(of: store, admin)
+            let feeds = try await ServerProcesses.named("taskbroker feed \(store.schema)", asking: admin)
             // None, or an old one still ending beside its replacement: look again.
-            guard feeds.count == 1, let process = feeds.first, kill(process, SIGSTOP) == 0 else {
-                await Task.yield()
-                continue
+            if feeds.count == 1, let process = feeds.first,
+               try await ServerProcesses.stopIfWaitingForItsClient(process, asking: admin) {
+                return process
             }
-            let waiting = try await admin.write { tx -> Bool in
-                let rows = try await tx.query("SELECT wait_event = 'ClientRead' FROM pg_stat_activity WHERE pid = \(process)")
-                var waiting = false
-                for try await value in rows.decode(Bool?.self) { waiting = value ?? false }
-                return waiting
-            }
-            if waiting { return process }
-            kill(process, SIGCONT)
             await Task.yield()
         }
         throw NeverCaughtWaiting()

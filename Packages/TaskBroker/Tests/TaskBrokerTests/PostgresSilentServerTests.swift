@@ -43,33 +43,17 @@ struct PostgresSilentServerTests {
         #expect(try await other.snapshot().isEmpty)
     }
 
-    /// Stops (SIGSTOP) every server process of the connections named `applicationName` while it
-    /// idles waiting for its client, and only then: stopped elsewhere, it may hold a lock (one a
-    /// commit with a NOTIFY needs) that the test's own saves would wait for. Returns the processes.
+    /// Stops (SIGSTOP) every server process of the connections named `applicationName`, each
+    /// while it idles waiting for its client (see `ServerProcesses.stopIfWaitingForItsClient`).
+    /// Returns the processes stopped.
     private static func stopEveryPoolProcess(named applicationName: String, _ admin: TaskDatabase) async throws -> [Int32] {
-        let processes = try await admin.write { tx -> [Int32] in
-            let rows = try await tx.query("SELECT pid FROM pg_stat_activity WHERE application_name = \(applicationName)")
-            var pids: [Int32] = []
-            for try await pid in rows.decode(Int32.self) { pids.append(pid) }
-            return pids
-        }
         var stopped: [Int32] = []
-        for process in processes {
+        for process in try await ServerProcesses.named(applicationName, asking: admin) {
             for _ in 0..<1_000 {
-                guard kill(process, SIGSTOP) == 0 else { break }
-                let idle = try await admin.write { tx -> Bool in
-                    let rows = try await tx.query(
-                        "SELECT state = 'idle' AND wait_event = 'ClientRead' FROM pg_stat_activity WHERE pid = \(process)"
-                    )
-                    var idle = false
-                    for try await value in rows.decode(Bool?.self) { idle = value ?? false }
-                    return idle
-                }
-                if idle {
+                if try await ServerProcesses.stopIfWaitingForItsClient(process, asking: admin) {
                     stopped.append(process)
                     break
                 }
-                kill(process, SIGCONT)
                 await Task.yield()
             }
         }
