@@ -1,7 +1,8 @@
 import Foundation
 import TaskBroker
 
-/// The payload of one change notification: queues whose actions changed (`q`), actions that
+/// The payload of one change notification: queues whose actions changed (`q`), queues among them
+/// whose pauses a restart cleared (`r`; listeners that know no `r` read them again), actions that
 /// completed (`c`: queue, collection, key, revision), `a` when listeners should read everything,
 /// or `w`, the name of a pool one of whose workers has room for `n` more queues.
 /// A finish's notifications begin with the sending storage's origin (`"o"`, see
@@ -12,6 +13,7 @@ import TaskBroker
 /// several notifications of at most ~7,000 bytes; an entry too long for one becomes `a`.
 struct ChangeMessage: Codable, Equatable {
     var q: [String]?
+    var r: [String]?
     var c: [[String]]?
     var a: Bool?
     var w: String?
@@ -33,7 +35,7 @@ struct ChangeMessage: Codable, Equatable {
     }
 
     /// The notifications of one transaction.
-    static func chunks(queues: [String], completed: [[String]] = []) -> [String] {
+    static func chunks(queues: [String], completed: [[String]] = [], resumed: Bool = false) -> [String] {
         var payloads: [String] = []
         var current = ChangeMessage()
         var size = 0
@@ -48,9 +50,11 @@ struct ChangeMessage: Codable, Equatable {
         for name in queues {
             let cost = encodedLength(name)
             guard cost < limit else { everything = true; continue }
-            if size + cost > limit { flush() }
+            let entryCost = resumed ? 2 * cost : cost
+            if size + entryCost > limit { flush() }
             current.q = (current.q ?? []) + [name]
-            size += cost
+            if resumed { current.r = (current.r ?? []) + [name] }
+            size += entryCost
         }
         for entry in completed {
             let cost = entry.reduce(6) { $0 + encodedLength($1) }
@@ -88,6 +92,8 @@ struct ChangeMessage: Codable, Equatable {
         if a == true { return nil }
         var changes: [TaskStorageChange] = []
         if let w { changes.append(.spareCapacity(pool: w, room: max(n ?? 1, 1))) }
+        // Resumed first: the broker clears the pause it knows and reports it, then reads the queue.
+        if let r, !r.isEmpty { changes.append(.queuesResumed(r)) }
         if let q, !q.isEmpty { changes.append(.queuesChanged(q)) }
         if let c {
             let tasks = c.compactMap { entry -> StoredTask? in

@@ -527,7 +527,7 @@ public final class PostgresTaskStorage: TaskStorage {
             for try await row in try await connection.query(sql.resumeQuery(queueNames: queueNames), logger: logger) {
                 resumed.append(try PostgresSchema.task(row))
             }
-            try await notify(ChangeMessage.chunks(queues: Set(resumed.map(\.queueName)).sorted()), on: connection)
+            try await notify(ChangeMessage.chunks(queues: Set(resumed.map(\.queueName)).sorted(), resumed: true), on: connection)
             return resumed
         }
     }

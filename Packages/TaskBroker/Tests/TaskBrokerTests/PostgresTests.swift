@@ -276,6 +276,8 @@ struct PostgresTests {
                     failed.formUnion(names)
                 case .spareCapacity(let pool, _):
                     Issue.record("no worker asked for queues: \(pool)")
+                case .queuesResumed(let names):
+                    Issue.record("no queue was restarted: \(names)")
                 }
             }
         }

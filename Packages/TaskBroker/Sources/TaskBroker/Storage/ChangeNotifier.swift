@@ -26,6 +26,7 @@ extension TaskChange {
     static func changes(from change: TaskStorageChange) -> [TaskChange] {
         switch change {
         case .queuesChanged(let queueNames): [.external(queueNames: queueNames)]
+        case .queuesResumed(let queueNames): [.resumed(queueNames: queueNames, tasks: [])]
         case .completed(let tasks): tasks.map { .completed($0) }
         case .spareCapacity(let pool, let room): [.spareCapacity(pool: pool, room: room)]
         }

@@ -367,6 +367,11 @@ public enum TaskStorageChange: Sendable, Hashable {
     /// The stored actions of these queues changed (saved, deleted, failed, resumed or purged):
     /// read them again.
     case queuesChanged([String])
+    /// These queues' pauses were cleared (``TaskStorage/resume(queues:)``): their brokers report
+    /// `TaskBrokerEvent.resumed` and run their heads again. A backend reports them together with
+    /// ``queuesChanged(_:)`` for the same queues, which listeners that know nothing of this case
+    /// read again.
+    case queuesResumed([String])
     /// These actions completed and were deleted (only `queueName`, `key`, `collection` and
     /// `revision` are meaningful). Their worker let their queues go.
     case completed([StoredTask])
