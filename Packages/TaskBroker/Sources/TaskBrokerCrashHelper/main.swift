@@ -16,6 +16,10 @@
 //     it returns (plain writes: they survive SIGKILL), taking 2–10 ms in between; its storage
 //     stamps claims ("C", then "G" or "N": see ClaimStampingStorage). stdout: "ready".
 //
+//   TaskBrokerCrashHelper forward <upstream port> <pattern>
+//     A TCP forwarder on 127.0.0.1 to the upstream port that freezes (see FreezingForwarder) once
+//     a client sends <pattern>. stdout: "listening <port>", then "frozen". Exits when stdin closes.
+//
 //   TaskBrokerCrashHelper lock <database path>
 //     Holds SQLite's write lock (BEGIN EXCLUSIVE) until a line arrives on stdin. stdout: "locked",
 //     then "released".
@@ -164,6 +168,18 @@ if arguments.count == 3, arguments[1] == "serve" {
     await serveUntilStdinCloses {
         try await TaskQueueBroker.setup(database: try await TaskDatabase.sqlite(path: arguments[2]), name: "crash", handler: ServeHandler())
     }
+}
+if arguments.count == 4, arguments[1] == "forward", let upstream = UInt16(arguments[2]) {
+    guard let (listener, port) = FreezingForwarder.listen() else {
+        say("error could not listen on 127.0.0.1")
+        exit(1)
+    }
+    say("listening \(port)")
+    Thread.detachNewThread {
+        FreezingForwarder(upstreamPort: upstream, pattern: Array(arguments[3].utf8)).run(listening: listener) { say("frozen") }
+    }
+    await stdinLine()
+    exit(0)
 }
 if arguments.count == 3, arguments[1] == "lock" {
     do {

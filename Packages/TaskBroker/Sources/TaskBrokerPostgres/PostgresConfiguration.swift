@@ -35,9 +35,22 @@ extension TaskDatabase {
         /// of its running actions every third of it; a worker that dies (or loses the database
         /// for longer) loses its queues to another worker after at most this long. Defaults to 10 s.
         public var leaseDuration: Duration
-        /// The most connections a `TaskDatabase` opens for its writes and reads (the change feed
-        /// uses one more). Defaults to 8.
+        /// The most connections a `TaskDatabase` opens for the backend's own operations: claims,
+        /// finishes, reads, saves and deletes. Lease renewals have two connections of their own,
+        /// the change feed one, and your transactions (`TaskDatabase/write(_:)`) a pool of
+        /// `transactionPoolSize`, so that neither waits behind the other. Defaults to 8.
         public var poolSize: Int
+        /// The most connections a `TaskDatabase` opens for your transactions
+        /// (`TaskDatabase/write(_:)`). Defaults to 8.
+        public var transactionPoolSize: Int
+        /// How long one of your transactions (`TaskDatabase/write(_:)`) may sit idle between two
+        /// statements before the server ends it and rolls it back (PostgreSQL's
+        /// `idle_in_transaction_session_timeout`); `nil` for no limit. A transaction whose process
+        /// died without a word (power, a network cut) otherwise holds its row locks, on actions it
+        /// replaced or deleted and so on their queues, until TCP keepalive gives up on it. The
+        /// backend's own transactions never idle: theirs is a quarter of the lease (at most
+        /// `operationTimeout`). Defaults to 60 s.
+        public var transactionIdleTimeout: Duration?
         /// How long connecting may take before it fails. Defaults to 10 s.
         public var connectTimeout: Duration
         /// How often the change feed checks that its listening connection still answers. A
@@ -69,7 +82,9 @@ extension TaskDatabase {
         ///   - tls: Transport security.
         ///   - schema: The schema of TaskBroker's tables.
         ///   - leaseDuration: How long a claim on a queue lasts unless renewed.
-        ///   - poolSize: The most connections for writes and reads.
+        ///   - poolSize: The most connections for the backend's own operations.
+        ///   - transactionPoolSize: The most connections for your transactions.
+        ///   - transactionIdleTimeout: How long your transaction may idle between statements.
         ///   - connectTimeout: How long connecting may take.
         ///   - heartbeatInterval: How often the change feed checks its connection.
         ///   - operationTimeout: How long one of the backend's own operations may wait for the server.
@@ -84,6 +99,8 @@ extension TaskDatabase {
             schema: String = "taskbroker",
             leaseDuration: Duration = .seconds(10),
             poolSize: Int = 8,
+            transactionPoolSize: Int = 8,
+            transactionIdleTimeout: Duration? = .seconds(60),
             connectTimeout: Duration = .seconds(10),
             heartbeatInterval: Duration = .seconds(10),
             operationTimeout: Duration = .seconds(30),
@@ -98,6 +115,8 @@ extension TaskDatabase {
             self.schema = schema
             self.leaseDuration = leaseDuration
             self.poolSize = poolSize
+            self.transactionPoolSize = transactionPoolSize
+            self.transactionIdleTimeout = transactionIdleTimeout
             self.connectTimeout = connectTimeout
             self.heartbeatInterval = heartbeatInterval
             self.operationTimeout = operationTimeout
@@ -219,8 +238,19 @@ extension TaskDatabase {
             guard heartbeatInterval >= .milliseconds(10) else {
                 throw TaskBrokerError(code: .invalidConfiguration, message: "The heartbeat interval must be at least 10 ms; got \(heartbeatInterval).")
             }
-            guard (1...1000).contains(poolSize), (1...65535).contains(port) else {
-                throw TaskBrokerError(code: .invalidConfiguration, message: "The pool size must be 1...1000 and the port 1...65535; got \(poolSize) and \(port).")
+            guard (1...1000).contains(poolSize), (1...1000).contains(transactionPoolSize), (1...65535).contains(port) else {
+                throw TaskBrokerError(
+                    code: .invalidConfiguration,
+                    message: "The pool sizes must be 1...1000 and the port 1...65535; got \(poolSize), \(transactionPoolSize) and \(port)."
+                )
+            }
+            if let transactionIdleTimeout {
+                guard transactionIdleTimeout >= .milliseconds(1), transactionIdleTimeout <= .seconds(86_400) else {
+                    throw TaskBrokerError(
+                        code: .invalidConfiguration,
+                        message: "The transaction idle timeout must be at least 1 ms and at most a day, or nil for none; got \(transactionIdleTimeout)."
+                    )
+                }
             }
             return self
         }

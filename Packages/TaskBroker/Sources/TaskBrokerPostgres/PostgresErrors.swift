@@ -32,7 +32,7 @@ enum PostgresErrors {
 
     /// A storage operation failed once connected.
     static func storageFailed(_ what: String, _ error: any Error, _ configuration: TaskDatabase.PostgresConfiguration) -> TaskBrokerError {
-        let detail = error is PSQLError ? ": \(reason(error))" : ""
+        let detail = error is PSQLError || error is ConnectionClosed ? ": \(reason(error))" : ""
         return TaskBrokerError(
             code: .storageFailed,
             message: "Could not \(what) in PostgreSQL at \(configuration.endpoint)\(detail); the operation was not applied.",

@@ -17,9 +17,18 @@ import Synchronization
 public final class PostgresTaskStorage: TaskStorage {
     /// How the backend connects.
     public let configuration: TaskDatabase.PostgresConfiguration
+    /// The pool of the backend's own operations: claims, finishes, reads, saves, deletes.
     let client: PostgresClient
+    /// The pool of lease renewals and releases, which therefore never wait for a connection
+    /// behind the other operations (or behind your transactions): a renewal that waited past the
+    /// lease's end let another worker run an action that still ran here.
+    let leaseClient: PostgresClient
+    /// The pool of your transactions (`TaskDatabase/write(_:)`), which may take as long as they like.
+    let transactionClient: PostgresClient
     let sql: PostgresSchema
     let logger: Logger
+    /// Ends an operation as soon as its connection closes.
+    private let closing = ClosingConnections()
     private let runner: Task<Void, Never>
     /// The epoch of each lease a broker of this process holds, by owner and queue.
     /// (By owner first: one string hashed per look-up, not two.)
@@ -31,9 +40,11 @@ public final class PostgresTaskStorage: TaskStorage {
     /// to them in process; its notifications are for the feeds of other storages.
     private let localFeeds = Mutex<(next: Int, feeds: [Int: AsyncStream<[TaskStorageChange]>.Continuation])>((0, [:]))
 
-    private init(configuration: TaskDatabase.PostgresConfiguration, client: PostgresClient, runner: Task<Void, Never>) {
+    private init(configuration: TaskDatabase.PostgresConfiguration, clients: Pools, runner: Task<Void, Never>) {
         self.configuration = configuration
-        self.client = client
+        self.client = clients.operations
+        self.leaseClient = clients.leases
+        self.transactionClient = clients.transactions
         self.runner = runner
         self.sql = PostgresSchema(schema: configuration.schema)
         self.logger = configuration.logger
@@ -56,20 +67,70 @@ public final class PostgresTaskStorage: TaskStorage {
             throw error
         }
         try? await connection.close()
-        var options = PostgresClient.Configuration.Options()
-        options.maximumConnections = configuration.poolSize
-        options.connectTimeout = configuration.connectTimeout
-        // What `pg_stat_activity.application_name` shows for the pool's connections (the feed's
-        // show `taskbroker feed <schema>`).
-        options.additionalStartupParameters = [("application_name", "taskbroker \(configuration.schema)")]
-        var clientConfiguration = PostgresClient.Configuration(
-            host: configuration.host, port: configuration.port, username: configuration.username,
-            password: configuration.password, database: configuration.database, tls: configuration.tls.client
-        )
-        clientConfiguration.options = options
-        let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: configuration.logger)
-        let runner = Task { await client.run() }
-        return PostgresTaskStorage(configuration: configuration, client: client, runner: runner)
+        let pools = Pools(configuration)
+        let runner = Task {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await pools.operations.run() }
+                group.addTask { await pools.leases.run() }
+                group.addTask { await pools.transactions.run() }
+            }
+        }
+        return PostgresTaskStorage(configuration: configuration, clients: pools, runner: runner)
+    }
+
+    /// The three connection pools of a storage.
+    struct Pools {
+        let operations: PostgresClient
+        let leases: PostgresClient
+        let transactions: PostgresClient
+
+        /// How many connections the lease pool opens: renewals wait for nothing else, and a
+        /// release beside a renewal does not hold it up.
+        static let leaseConnections = 2
+
+        init(_ configuration: TaskDatabase.PostgresConfiguration) {
+            // The backend's own transactions never wait for their client between statements
+            // (BEGIN, one statement, COMMIT): one still open after the renewal's limit (a quarter
+            // of the lease) belongs to a worker that died without a word (power, a network cut)
+            // after the server ran its statement. Its row locks would keep every other worker
+            // from the queues it claimed until TCP keepalive gives up on it (over two hours by
+            // default); the server ends it instead, and the takeover waits at most the lease.
+            let own = Self.sessionSettings(idleInTransaction: PostgresTaskStorage.renewalLimit(configuration))
+            operations = Self.pool(configuration, size: configuration.poolSize, name: "taskbroker \(configuration.schema)", settings: own)
+            leases = Self.pool(configuration, size: Self.leaseConnections, name: "taskbroker \(configuration.schema)", settings: own)
+            transactions = Self.pool(
+                configuration, size: configuration.transactionPoolSize, name: "taskbroker tx \(configuration.schema)",
+                settings: Self.sessionSettings(idleInTransaction: configuration.transactionIdleTimeout)
+            )
+        }
+
+        /// Settings sent when a session starts: TCP keepalive probes that find a peer gone without
+        /// a word within about two minutes (the system default is over two hours), and the time
+        /// a transaction may sit idle waiting for its client (`nil`: as long as it likes).
+        static func sessionSettings(idleInTransaction: Duration?) -> [(String, String)] {
+            var settings = [("tcp_keepalives_idle", "60"), ("tcp_keepalives_interval", "10"), ("tcp_keepalives_count", "6")]
+            if let idleInTransaction {
+                settings.append(("idle_in_transaction_session_timeout", "\(max(1, idleInTransaction.milliseconds))"))
+            }
+            return settings
+        }
+
+        private static func pool(
+            _ configuration: TaskDatabase.PostgresConfiguration, size: Int, name: String, settings: [(String, String)]
+        ) -> PostgresClient {
+            var options = PostgresClient.Configuration.Options()
+            options.maximumConnections = size
+            options.connectTimeout = configuration.connectTimeout
+            // What `pg_stat_activity.application_name` shows for the pool's connections (the feed's
+            // show `taskbroker feed <schema>`).
+            options.additionalStartupParameters = [("application_name", name)] + settings
+            var clientConfiguration = PostgresClient.Configuration(
+                host: configuration.host, port: configuration.port, username: configuration.username,
+                password: configuration.password, database: configuration.database, tls: configuration.tls.client
+            )
+            clientConfiguration.options = options
+            return PostgresClient(configuration: clientConfiguration, backgroundLogger: configuration.logger)
+        }
     }
 
     /// A connection of its own (the migration, the change feed), with errors a user can act on.
@@ -440,7 +501,7 @@ public final class PostgresTaskStorage: TaskStorage {
             // Renewed once committed (see `committed(_:)`). A renewal that waits longer than a
             // quarter of the lease gives up, so that the broker's next try (a twelfth of the lease
             // later) still comes before the lease ends.
-            try await committed(within: renewalLimit) { [self] connection in
+            try await committed(within: renewalLimit, on: leaseClient) { [self] connection in
                 let rows = try await connection.query(
                     sql.renewQuery(queueNames: held.map(\.queueName), epochs: held.map(\.epoch), owner: owner, leaseMilliseconds: lease.milliseconds),
                     logger: logger
@@ -487,6 +548,10 @@ public final class PostgresTaskStorage: TaskStorage {
     /// How long a renewal, and the release that may follow it, may wait for the server: a quarter
     /// of the lease (see `renew(_:owner:)`), or `operationTimeout` if shorter.
     private var renewalLimit: Duration {
+        Self.renewalLimit(configuration)
+    }
+
+    static func renewalLimit(_ configuration: TaskDatabase.PostgresConfiguration) -> Duration {
         min(configuration.operationTimeout, configuration.leaseDuration / 4)
     }
 
@@ -495,7 +560,7 @@ public final class PostgresTaskStorage: TaskStorage {
         _ held: [(queueName: String, epoch: Int64)], owner: String, within timeout: Duration? = nil
     ) async throws {
         guard !held.isEmpty else { return }
-        try await transaction("release \(held.count) lease(s)", within: timeout) { [self] connection in
+        try await transaction("release \(held.count) lease(s)", within: timeout, on: leaseClient) { [self] connection in
             var released: [String] = []
             let rows = try await connection.query(
                 sql.releaseQuery(queueNames: held.map(\.queueName), epochs: held.map(\.epoch), owner: owner), logger: logger
@@ -592,10 +657,11 @@ public final class PostgresTaskStorage: TaskStorage {
     /// PostgreSQL aborted it to break a deadlock (``runAgainIfAborted(_:_:)``). Only for this
     /// storage's own statements: a caller's `write` is never run twice.
     func transaction<T: Sendable>(
-        _ what: String, within timeout: Duration? = nil, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+        _ what: String, within timeout: Duration? = nil, on pool: PostgresClient? = nil,
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         try await runAgainIfAborted(what) {
-            try await committed(within: timeout, body)
+            try await committed(within: timeout, on: pool, body)
         }
     }
 
@@ -607,34 +673,44 @@ public final class PostgresTaskStorage: TaskStorage {
     /// ran the queue's next action, and the stored one ran again later, out of order). The
     /// explicit COMMIT answers only once the commit is done, or fails.
     func committed<T: Sendable>(
-        within timeout: Duration? = nil, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+        within timeout: Duration? = nil, on pool: PostgresClient? = nil, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
-        try await withConnection(within: timeout) { [self] connection in
+        try await withConnection(within: timeout, on: pool) { [self] connection in
             try await Self.inTransaction(connection, logger: logger, body)
         }
     }
 
-    /// Runs `body` on a pooled connection, and gives up on it if the server has not answered
-    /// within `timeout` (`PostgresConfiguration.operationTimeout` unless given): this then throws
-    /// `NoAnswer` (``run(_:_:)`` makes it a `storageFailed` that says so) and closes the
-    /// connection, which fails a query `body` is waiting for; the pool replaces it. postgres-nio
-    /// has no time limit of its own: an operation on a connection whose peer went silent (a
-    /// network cut, a server process that hangs) waited for the operating system to give up on
-    /// it, many minutes, and every outcome of the broker waited behind it.
+    /// Runs `body` on a connection of `pool` (the operations' pool unless given), and gives up on
+    /// it as soon as the connection closes, or if the server has not answered within `timeout`
+    /// (`PostgresConfiguration.operationTimeout` unless given).
     ///
-    /// `body` runs in a task of its own, and this does not wait for it once the time is up: a
-    /// query sent on the connection after it was closed never answers (postgres-nio drops a
-    /// statement written to a closed channel without failing it), and a `body` between two
+    /// - A connection that closes (a server restart or failover, `pg_terminate_backend`, a reset)
+    ///   ends the operation at once with ``ConnectionClosed``. postgres-nio writes a query to a
+    ///   channel that is already closing without failing it, and the pool can hand out a
+    ///   connection whose close it has not processed yet: without this, such an operation never
+    ///   answered, and only the time limit ended it while its queue stood still.
+    /// - A connection that stays open but silent (a network cut, a NAT that forgot it, a server
+    ///   process that hangs) is closed when the time is up, and this throws ``NoAnswer``.
+    ///   postgres-nio has no time limit of its own: the operation would wait for the operating
+    ///   system to give up on the connection, many minutes.
+    ///
+    /// ``run(_:_:)`` makes either a `storageFailed` that says so; the pool replaces the connection.
+    /// `body` runs in a task of its own, and this does not wait for it once the operation is given
+    /// up on: a query sent on the connection after it was closed never answers (postgres-nio drops
+    /// a statement written to a closed channel without failing it), and a `body` between two
     /// statements at that moment would hang forever, and its caller with it. Such a task is left
     /// behind (with what `body` holds); the transactions' own ROLLBACK is not sent on a closed
     /// connection, so it takes a close that lands between two statements. Cancelling the caller
     /// cancels `body`.
     func withConnection<T: Sendable>(
-        within timeout: Duration? = nil, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+        within timeout: Duration? = nil, on pool: PostgresClient? = nil,
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         let limit = timeout ?? configuration.operationTimeout
-        return try await client.withConnection { connection in
+        return try await (pool ?? client).withConnection { connection in
             let outcome = SettledOnce<T>()
+            let done = closing.watch(connection) { outcome.settle(.failure(ConnectionClosed())) }
+            defer { done() }
             let work = Task {
                 do {
                     outcome.settle(.success(try await body(connection)))
@@ -674,7 +750,7 @@ public final class PostgresTaskStorage: TaskStorage {
             value = try await body(connection)
         } catch {
             // Not on a connection the time limit closed: a statement written to a closed
-            // connection never answers (see `withConnection(within:_:)`).
+            // connection never answers (see `withConnection(within:on:_:)`).
             if !connection.isClosed { try? await connection.execute("ROLLBACK", logger: logger) }
             throw error
         }
@@ -730,6 +806,8 @@ public final class PostgresTaskStorage: TaskStorage {
             throw error
         } catch let error as NoAnswer {
             throw PostgresErrors.noAnswer(what, within: error.limit, configuration)
+        } catch let error as ConnectionClosed {
+            throw PostgresErrors.storageFailed(what, error, configuration)
         } catch {
             throw PostgresErrors.storageFailed(what, error, configuration)
         }
@@ -737,7 +815,7 @@ public final class PostgresTaskStorage: TaskStorage {
 }
 
 /// The first of outcomes that race, kept once; later ones are dropped. An operation and its time
-/// limit (`PostgresTaskStorage.withConnection(within:_:)`), the change feed's first connection
+/// limit (`PostgresTaskStorage.withConnection(within:on:_:)`), the change feed's first connection
 /// (listening, or its error).
 final class SettledOnce<T: Sendable>: Sendable {
     private let state = Mutex<(outcome: Result<T, any Error>?, waiter: CheckedContinuation<Result<T, any Error>, Never>?)>((nil, nil))
@@ -770,9 +848,15 @@ final class SettledOnce<T: Sendable>: Sendable {
 }
 
 /// The server did not answer within `limit`, and the connection was closed (see
-/// `PostgresTaskStorage.withConnection(within:_:)`).
+/// `PostgresTaskStorage.withConnection(within:on:_:)`).
 struct NoAnswer: Error {
     let limit: Duration
+}
+
+/// The operation's connection closed before it answered (see
+/// `PostgresTaskStorage.withConnection(within:on:_:)`).
+struct ConnectionClosed: Error, CustomStringConvertible {
+    var description: String { "the connection closed before the operation answered" }
 }
 
 /// An error thrown by the caller's own code inside a transaction, carried through the storage

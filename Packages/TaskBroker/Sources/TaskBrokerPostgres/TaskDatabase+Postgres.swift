@@ -51,7 +51,7 @@ extension TaskDatabase {
         }
         do {
             return try await postgres.run("run the transaction") {
-                try await postgres.client.withConnection { connection in
+                try await postgres.transactionClient.withConnection { connection in
                     try await PostgresTaskStorage.inTransaction(connection, logger: postgres.logger) { connection in
                         do {
                             return try await body(PostgresTaskTransaction(connection: connection, storage: postgres))

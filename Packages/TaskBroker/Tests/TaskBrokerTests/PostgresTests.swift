@@ -593,6 +593,43 @@ struct PostgresRestartTests {
         #expect(try await database.snapshot().isEmpty)
     }
 
+    /// Operations on connections that a restart closed end at once, and the broker tries again:
+    /// none waits for `operationTimeout`. postgres-nio writes a query to a channel that is already
+    /// closing without failing it, and its pool can hand out a connection whose close it has not
+    /// processed yet; such an operation used to stand still until the time limit ended it (30 s
+    /// by default), and its queue with it, after most restarts. Here the limit is ten minutes,
+    /// so an operation that waited for it would run past the test's time limit.
+    @Test func aRestartStallsNoQueueUntilTheOperationTimeout() async throws {
+        let restart = try PostgresTestServer.restartCommand()
+        let store = try TestStore(.postgres)
+        let log = LogRecorder()
+        var configuration = try store.postgresConfiguration(leaseDuration: .seconds(2))
+        configuration.operationTimeout = .seconds(600)
+        configuration.logger = Logger(label: "pool", factory: { _ in log })
+        let database = try await TaskDatabase.postgres(configuration: configuration)
+        // A run takes 20 ms, so that the queues have work stored when the server restarts.
+        let handler = RecordingHandler<TestAction> { _ in try? await Task.sleep(for: .milliseconds(20)) }
+        let broker = try await TaskQueueBroker.setup(
+            database: database, name: "h", handler: handler,
+            configuration: .init(storageRetryBackoff: .init(initial: .milliseconds(50), maximum: .milliseconds(500)))
+        )
+        var distinct = 0
+        // Five restarts: a stalled operation followed about one restart in three without the fix.
+        for round in 0..<5 {
+            try await database.save((0..<320).map { TestAction(key: "r\(round)-\($0)", queueName: "h-q\($0 % 32)") })
+            _ = await handler.handled.values(count: distinct + 32)
+            try await PostgresTestServer.run(restart)
+            let restarted = ContinuousClock.now
+            distinct += 320
+            let handled = await Self.runs(of: handler, untilDistinct: distinct)
+            #expect(Set(handled).count == distinct, "round \(round): every action ran")
+            print("restart \(round + 1): every queue drained \(restarted.duration(to: .now)) after the server was back")
+        }
+        #expect(!log.messages.contains { $0.contains("did not answer within") }, "no operation waited for its time limit")
+        await broker.shutdown()
+        #expect(try await database.snapshot().isEmpty)
+    }
+
     @Test func droppedConnectionsMidRunLoseNothingAndTheBrokerListensAgain() async throws {
         let store = try TestStore(.postgres)
         let database = try await store.open()
