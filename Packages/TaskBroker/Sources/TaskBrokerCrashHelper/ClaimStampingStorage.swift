@@ -92,3 +92,15 @@ struct ClaimStampingStorage: TaskStorage {
         try await base.announceSpareCapacity(pool: pool, room: room)
     }
 }
+
+/// Broker names as the backend keeps them: the crash test's workers are refused, and refuse,
+/// overlapping names as any worker does.
+extension ClaimStampingStorage: SharedBrokerNames {
+    func registerBroker(name: String, claimsPrefix: Bool) async throws {
+        try await (base as? any SharedBrokerNames)?.registerBroker(name: name, claimsPrefix: claimsPrefix)
+    }
+
+    func unregisterBroker(name: String) async {
+        await (base as? any SharedBrokerNames)?.unregisterBroker(name: name)
+    }
+}

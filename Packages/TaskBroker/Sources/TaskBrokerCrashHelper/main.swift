@@ -10,8 +10,9 @@
 //     Runs the broker "crash" until its stdin closes, whatever is saved meanwhile (by other
 //     processes too). stdout: "ready", then "done <key>" after each handled action.
 //
-//   TaskBrokerCrashHelper pg-worker <postgres url> <schema> <log path>
-//     A worker of the PostgreSQL crash test: runs the broker "crash" (lease 2 s, 16 queues at once) until its stdin
+//   TaskBrokerCrashHelper pg-worker <postgres url> <schema> <log path> [<broker name>]
+//     A worker of the PostgreSQL crash test: runs the broker "crash" (or the name given; lease 2 s,
+//     16 queues at once; the change feed's heartbeat QUEUEKIT_HELPER_HEARTBEAT_MS if set) until its stdin
 //     closes. Its handler appends "S <key> <pid> <monotonic ns>" when an action starts and "E …" when
 //     it returns (plain writes: they survive SIGKILL), taking 2–10 ms in between; its storage
 //     stamps claims ("C", then "G" or "N": see ClaimStampingStorage). stdout: "ready".
@@ -150,16 +151,19 @@ func serveUntilStdinCloses(_ setUp: () async throws -> TaskQueueBroker) async ->
 }
 
 let arguments = CommandLine.arguments
-if arguments.count == 5, arguments[1] == "pg-worker" {
+if arguments.count == 5 || arguments.count == 6, arguments[1] == "pg-worker" {
     await serveUntilStdinCloses {
         var configuration = try TaskDatabase.PostgresConfiguration(url: arguments[2])
         configuration.schema = arguments[3]
         configuration.leaseDuration = .seconds(2)
         configuration.poolSize = 4
+        if let milliseconds = ProcessInfo.processInfo.environment["QUEUEKIT_HELPER_HEARTBEAT_MS"].flatMap(Int64.init) {
+            configuration.heartbeatInterval = .milliseconds(milliseconds)
+        }
         let log = StampLog(path: arguments[4])
         let database = TaskDatabase(storage: ClaimStampingStorage(base: try await TaskDatabase.postgres(configuration: configuration).storage, log: log))
         return try await TaskQueueBroker.setup(
-            database: database, name: "crash", handler: StampingHandler(log: log),
+            database: database, name: arguments.count == 6 ? arguments[5] : "crash", handler: StampingHandler(log: log),
             configuration: .init(maxConcurrentQueues: 16)
         )
     }

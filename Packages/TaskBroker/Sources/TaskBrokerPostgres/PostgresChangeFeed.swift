@@ -58,7 +58,13 @@ enum PostgresChangeFeed {
                 continue
             }
             // Closes the connection if it stops answering: the loop below then ends with an error.
-            let heartbeat = Task { await checkAnswers(of: connection, every: storage.configuration.heartbeatInterval, logger: logger) }
+            // Each answer also keeps this storage's broker records alive (see `registerBroker`).
+            let heartbeat = Task { [sql = storage.sql, origin = storage.origin, lifetime = storage.brokerRecordLifetime] in
+                await checkAnswers(
+                    of: connection, every: storage.configuration.heartbeatInterval,
+                    asking: sql.refreshBrokersQuery(owner: origin, milliseconds: lifetime.milliseconds), logger: logger
+                )
+            }
             defer { heartbeat.cancel() }
             do {
                 try await connection.listen(on: storage.sql.channel) { notifications in
@@ -98,20 +104,22 @@ enum PostgresChangeFeed {
         continuation.finish()
     }
 
-    /// Asks the connection for `SELECT 1` every `interval`, until cancelled; closes it when an
+    /// Asks the connection `question` every `interval`, until cancelled; closes it when an
     /// answer does not come within `interval` (or the query fails). A listening connection
     /// otherwise only receives: one whose peer is gone without a word (a NAT or firewall that
     /// dropped the connection, a host that lost power, a server process that hangs) would look
     /// alive until the operating system gives up on it, many minutes later, and every save of
     /// another process would wait until then.
-    private static func checkAnswers(of connection: PostgresConnection, every interval: Duration, logger: Logger) async {
+    private static func checkAnswers(
+        of connection: PostgresConnection, every interval: Duration, asking question: PostgresQuery, logger: Logger
+    ) async {
         while !Task.isCancelled {
             try? await Task.sleep(for: interval)
             if Task.isCancelled { return }
             let answered = await withTaskGroup(of: Bool.self) { group in
                 group.addTask {
                     do {
-                        try await connection.execute("SELECT 1", logger: logger)
+                        try await connection.execute(question, logger: logger)
                         return true
                     } catch {
                         return false

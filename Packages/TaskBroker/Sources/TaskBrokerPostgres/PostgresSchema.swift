@@ -12,15 +12,19 @@ import TaskBroker
 ///   1 (until `pause_until`, seconds since 1970) or 2 (until restarted).
 /// - `queue`: one row per queue ever saved, with its lease: `owner`, `epoch` (the fencing token,
 ///   +1 with every claim) and `expires_at` (server time; in the past when released).
+/// - `broker`: the brokers running on the schema, one row per name and storage (`owner`), kept
+///   alive by their change feed's heartbeat until `expires_at`: brokers of other processes whose
+///   names are prefixes of each other are refused (``PostgresTaskStorage/registerBroker(name:claimsPrefix:)``).
 /// - `meta`: the schema version.
 struct PostgresSchema: Sendable {
     /// The schema version this code writes; a database with a newer one is refused.
-    static let version: Int64 = 3
+    static let version: Int64 = 4
 
     let schema: String
     let action: String
     let queue: String
     let meta: String
+    let broker: String
     let sequence: String
     /// The function that stores outcomes (``finishFunctionDefinition``).
     let finishFunction: String
@@ -32,6 +36,7 @@ struct PostgresSchema: Sendable {
         action = "\"\(schema)\".action"
         queue = "\"\(schema)\".queue"
         meta = "\"\(schema)\".meta"
+        broker = "\"\(schema)\".broker"
         sequence = "\"\(schema)\".revision_seq"
         finishFunction = "\"\(schema)\".finish"
         channel = "taskbroker_\(schema)"
@@ -75,6 +80,19 @@ struct PostgresSchema: Sendable {
             // queue table of up to about a thousand rows at every finish), and a failure count at
             // its largest stays there instead of failing the finish ("integer out of range").
             3: [],
+            // Version 4: the brokers running on the schema (the finish function is unchanged, so
+            // workers of version 3 go on working beside it during a rolling upgrade).
+            4: [
+                """
+                CREATE TABLE IF NOT EXISTS \(broker) (
+                    name text NOT NULL,
+                    owner text NOT NULL,
+                    prefix boolean NOT NULL,
+                    expires_at timestamptz NOT NULL,
+                    PRIMARY KEY (name, owner)
+                )
+                """,
+            ],
         ]
     }
 
@@ -576,6 +594,45 @@ struct PostgresSchema: Sendable {
         FROM held WHERE q.name = held.name
         RETURNING q.name
         """
+    }
+
+    /// Takes the broker table for a registration: two registrations never check at once.
+    func lockBrokersQuery() -> PostgresQuery {
+        "LOCK TABLE \(unescaped: broker) IN SHARE ROW EXCLUSIVE MODE"
+    }
+
+    /// A running prefix broker of another name that overlaps `name` (one is a prefix of the
+    /// other, compared as bytes), if any.
+    func overlappingBrokerQuery(name: String) -> PostgresQuery {
+        """
+        SELECT name FROM \(unescaped: broker)
+        WHERE prefix AND expires_at > clock_timestamp() AND name <> \(name)
+          AND (starts_with(name, \(name)) OR starts_with(\(name), name))
+        LIMIT 1
+        """
+    }
+
+    /// Records a broker of `owner` for `seconds`, and forgets records that expired an hour ago
+    /// (their processes died without unregistering).
+    func registerBrokerQuery(name: String, owner: String, prefix: Bool, milliseconds: Int64) -> PostgresQuery {
+        """
+        WITH gone AS (DELETE FROM \(unescaped: broker) WHERE expires_at < clock_timestamp() - interval '1 hour')
+        INSERT INTO \(unescaped: broker) (name, owner, prefix, expires_at)
+        VALUES (\(name), \(owner), \(prefix), clock_timestamp() + \(milliseconds) * interval '1 millisecond')
+        ON CONFLICT (name, owner) DO UPDATE SET prefix = excluded.prefix, expires_at = excluded.expires_at
+        """
+    }
+
+    /// Keeps the brokers of `owner` alive for `milliseconds` more.
+    func refreshBrokersQuery(owner: String, milliseconds: Int64) -> PostgresQuery {
+        """
+        UPDATE \(unescaped: broker) SET expires_at = clock_timestamp() + \(milliseconds) * interval '1 millisecond'
+        WHERE owner = \(owner)
+        """
+    }
+
+    func unregisterBrokerQuery(name: String, owner: String) -> PostgresQuery {
+        "DELETE FROM \(unescaped: broker) WHERE name = \(name) AND owner = \(owner)"
     }
 
     func resumeQuery(queueNames: [String]) -> PostgresQuery {

@@ -389,13 +389,46 @@ struct PostgresTests {
 
         let migrated = try await store.open()
         let after = try await state(migrated)
-        #expect(after.version == 3)
+        #expect(after.version == 4)
         #expect(after.settings == "enable_seqscan=off", "the finish function was created anew: \(after.settings)")
         let stored = try await migrated.storage.tasks(inQueue: "q")
         #expect(stored.map(\.key) == ["a"], "the stored action stays")
         #expect(try await migrated.storage.claim(stored, owner: "w", leaseDuration: .seconds(30)) == [.granted])
         #expect(try await migrated.storage.finish([.completed(stored[0])], owner: "w") == TaskFinishReport())
         #expect(try await migrated.storage.tasks(inQueue: "q").isEmpty)
+    }
+
+    /// A database that version 3 wrote (no broker table), with a lease granted before the
+    /// migration: opening it migrates it to version 4, whose broker table refuses overlapping
+    /// names; the stored action stays, and the lease's outcome stores through the finish function,
+    /// which version 4 leaves as it was (workers of version 3 go on during a rolling upgrade).
+    @Test func aSchemaWrittenByVersion3IsMigratedAndItsLeasesStillFinish() async throws {
+        let store = try TestStore(.postgres)
+        let schema = "\"\(store.schema)\""
+        let old = try await store.open()
+        let stored = try await old.storage.save([NewTask(key: "a", collection: "c", queueName: "q", payload: Data())])
+        #expect(try await old.storage.claim(stored, owner: "old", leaseDuration: .seconds(30)) == [.granted])
+        try await old.write { tx in
+            try await tx.execute(PostgresQuery(unsafeSQL: "DROP TABLE \(schema).broker"))
+            try await tx.execute(PostgresQuery(unsafeSQL: "UPDATE \(schema).meta SET value = 3 WHERE name = 'schema_version'"))
+        }
+
+        let migrated = try await store.open()
+        let version = try await migrated.write { tx in
+            var version: Int64 = 0
+            for try await value in try await tx.query(PostgresQuery(unsafeSQL: "SELECT value FROM \(schema).meta WHERE name = 'schema_version'")).decode(Int64.self) {
+                version = value
+            }
+            return version
+        }
+        #expect(version == 4)
+        #expect(try await migrated.storage.tasks(inQueue: "q").map(\.key) == ["a"], "the stored action stays")
+        #expect(try await old.storage.finish([.completed(stored[0])], owner: "old") == TaskFinishReport(), "the running worker's outcome stores")
+        let first = try await TaskQueueBroker.setup(database: migrated, name: "mail", handler: RecordingHandler<TestAction>())
+        await #expect(throws: TaskBrokerError.self) {
+            _ = try await TaskQueueBroker.setup(database: try await store.open(), name: "mailer", handler: RecordingHandler<TestAction>())
+        }
+        await first.shutdown()
     }
 
     /// A save numbered (its revision drawn) before another but committed after it, and after a

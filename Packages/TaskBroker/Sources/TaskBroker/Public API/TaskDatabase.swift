@@ -78,8 +78,9 @@ public final class TaskDatabase: Sendable {
     }
 
     /// Registers a broker: in this process (no other broker of the same name or an overlapping
-    /// prefix) and, on an SQLite file, against brokers of other processes (their locks), then starts
-    /// watching for other processes' changes.
+    /// prefix) and against brokers of other processes (on an SQLite file, their locks; on a shared
+    /// backend that keeps broker names, ``SharedBrokerNames``), then starts watching for other
+    /// processes' changes.
     func register(_ claim: BrokerClaim) async throws -> BrokerRegistration {
         let brokerID = try registry.register(claim)
         if storage.isShared {
@@ -91,7 +92,16 @@ public final class TaskDatabase: Sendable {
                 registry.unregister(brokerID)
                 throw error
             }
-            return BrokerRegistration(brokerID: brokerID, claim: claim, hub: hub, watches: false, feeds: true)
+            // Against brokers of other processes whose names overlap this one's.
+            let names = storage as? any SharedBrokerNames
+            do {
+                try await names?.registerBroker(name: claim.name, claimsPrefix: claim.isPrefixClaim)
+            } catch {
+                hub.releaseFeed()
+                registry.unregister(brokerID)
+                throw error
+            }
+            return BrokerRegistration(brokerID: brokerID, claim: claim, hub: hub, watches: false, feeds: true, names: names)
         }
         guard let sqlite, let locks = hub.locks else {
             return BrokerRegistration(brokerID: brokerID, claim: claim, hub: hub, watches: false)

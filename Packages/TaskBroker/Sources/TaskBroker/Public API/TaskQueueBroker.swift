@@ -176,7 +176,7 @@ public final class TaskQueueBroker: Service, Sendable {
             mine = try await database.storage.queueNames().filter(filter)
             try registration.claim(mine)
         } catch {
-            registration.cancel()
+            await registration.cancel()
             throw error
         }
         let time = BrokerTime(clock: clock, wallClock: configuration.wallClock)
@@ -291,7 +291,7 @@ public final class TaskQueueBroker: Service, Sendable {
             group.cancelAll()
         }
         await driver.wait()
-        registration.cancel()
+        await registration.cancel()
     }
 
     /// Runs the broker in the calling task until the service group shuts down gracefully

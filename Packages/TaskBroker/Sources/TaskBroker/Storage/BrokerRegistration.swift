@@ -9,9 +9,12 @@ final class BrokerRegistration: Sendable {
     private let hub: DatabaseHub
     private let watches: Bool
     private let feeds: Bool
+    /// Where the broker's name is recorded for other processes (shared backends that keep them).
+    private let names: (any SharedBrokerNames)?
     private let state = Mutex<(listener: UInt64?, cancelled: Bool)>((nil, false))
 
-    init(brokerID: UInt64, claim: BrokerClaim, hub: DatabaseHub, watches: Bool, feeds: Bool = false) {
+    init(brokerID: UInt64, claim: BrokerClaim, hub: DatabaseHub, watches: Bool, feeds: Bool = false, names: (any SharedBrokerNames)? = nil) {
+        self.names = names
         self.brokerID = brokerID
         self.claim = claim
         self.hub = hub
@@ -37,7 +40,7 @@ final class BrokerRegistration: Sendable {
     }
 
     /// Gives everything back; calling it again does nothing.
-    func cancel() {
+    func cancel() async {
         let listener = state.withLock { state -> UInt64?? in
             guard !state.cancelled else { return .none }
             state.cancelled = true
@@ -52,5 +55,6 @@ final class BrokerRegistration: Sendable {
         hub.locks?.unlock(claim.name)
         if watches { hub.releaseWatcher() }
         if feeds { hub.releaseFeed() }
+        await names?.unregisterBroker(name: claim.name)
     }
 }

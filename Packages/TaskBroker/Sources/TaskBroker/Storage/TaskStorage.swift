@@ -380,3 +380,27 @@ public enum TaskStorageChange: Sendable, Hashable {
     /// (``TaskStorage/announceSpareCapacity(pool:room:)``).
     case spareCapacity(pool: String, room: Int)
 }
+
+/// A shared backend that keeps the names of the brokers that every process runs on it, so that
+/// brokers whose names are prefixes of each other ("mail" and "mailer") are refused across
+/// processes as they are within one: a broker claims the queues whose names start with its own,
+/// and two such brokers with different action types would take each other's queues. Brokers of
+/// the same name are workers of one pool and are never refused. Filter brokers are not compared
+/// (a filter cannot be read from another process). The SQLite backend keeps brokers apart with
+/// file locks instead.
+public protocol SharedBrokerNames: TaskStorage {
+    /// Records a broker set up on this storage.
+    ///
+    /// - Parameters:
+    ///   - name: The broker's name.
+    ///   - claimsPrefix: Whether it claims the queues whose names start with `name` (`false`: a filter).
+    /// - Throws: ``TaskBrokerError`` with code `.queueAlreadyClaimed` when a running broker of
+    ///   another name, in any process, claims a prefix of `name` or a name that starts with it;
+    ///   `.storageFailed`.
+    func registerBroker(name: String, claimsPrefix: Bool) async throws
+
+    /// Forgets a broker that shut down (best effort: a record left behind expires on its own).
+    ///
+    /// - Parameter name: The broker's name.
+    func unregisterBroker(name: String) async
+}

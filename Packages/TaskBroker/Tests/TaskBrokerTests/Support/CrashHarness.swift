@@ -29,10 +29,13 @@ final class CrashHelperRun: Sendable {
         try self.init(arguments: [database, log])
     }
 
-    init(arguments: [String]) throws {
+    init(arguments: [String], environment: [String: String] = [:]) throws {
         process = Process()
         process.executableURL = Self.helperURL
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        }
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardInput = input

@@ -1,0 +1,49 @@
+import PostgresNIO
+public import TaskBroker
+
+/// The brokers running on the schema, across processes (see ``SharedBrokerNames``). Each storage
+/// records its brokers under its `origin`; its change feed keeps the records alive at every
+/// heartbeat (``refreshBrokersQuery``), so the record of a process that died expires after
+/// ``brokerRecordLifetime`` (three heartbeats), and one that shuts down deletes its own.
+extension PostgresTaskStorage: SharedBrokerNames {
+    /// How long a broker's record lasts unless its change feed's heartbeat renews it.
+    var brokerRecordLifetime: Duration {
+        configuration.heartbeatInterval * 3
+    }
+
+    /// Records a broker, refusing a prefix broker of another name that runs anywhere and overlaps
+    /// it (names compared as bytes).
+    public func registerBroker(name: String, claimsPrefix: Bool) async throws {
+        let lifetime = brokerRecordLifetime.milliseconds
+        let overlapping = try await transaction("record broker \(name)") { [self] connection -> String? in
+            try await connection.execute(sql.lockBrokersQuery(), logger: logger)
+            if claimsPrefix {
+                for try await other in try await connection.query(sql.overlappingBrokerQuery(name: name), logger: logger).decode(String.self) {
+                    return other
+                }
+            }
+            try await connection.execute(
+                sql.registerBrokerQuery(name: name, owner: origin, prefix: claimsPrefix, milliseconds: lifetime), logger: logger
+            )
+            return nil
+        }
+        if let overlapping {
+            throw TaskBrokerError(
+                code: .queueAlreadyClaimed,
+                message: "Broker \"\(name)\" would claim queues that broker \"\(overlapping)\" claims, which runs in another process on schema \(configuration.schema) at \(configuration.endpoint) (one name is a prefix of the other); pick names that are not prefixes of each other, or claim with a filter."
+            )
+        }
+    }
+
+    /// Deletes a broker's record; gives up after a quarter of the lease (a record left behind
+    /// expires after three heartbeats).
+    public func unregisterBroker(name: String) async {
+        do {
+            try await transaction("forget broker \(name)", within: Self.renewalLimit(configuration)) { [self] connection in
+                try await connection.execute(sql.unregisterBrokerQuery(name: name, owner: origin), logger: logger)
+            }
+        } catch {
+            logger.debug("could not delete the record of broker \(name) (it expires on its own): \(error)")
+        }
+    }
+}
