@@ -61,7 +61,7 @@ public final class PostgresTaskTransaction {
     /// - Throws: PostgreSQL's error.
     @discardableResult
     public func delete(key: String, collection: String) async throws -> Bool {
-        try await storage.delete(key: key, collection: collection, on: connection) != nil
+        try await storage.delete(key: key.normalizedName, collection: collection.normalizedName, on: connection) != nil
     }
 }
 

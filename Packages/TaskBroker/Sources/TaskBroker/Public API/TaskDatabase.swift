@@ -190,7 +190,7 @@ public final class TaskDatabase: Sendable {
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
     @discardableResult
     public func delete(key: String, collection: String) async throws -> Bool {
-        guard let deleted = try await storage.delete(key: key, collection: collection) else { return false }
+        guard let deleted = try await storage.delete(key: key.normalizedName, collection: collection.normalizedName) else { return false }
         publish([.deleted(deleted)])
         return true
     }
@@ -245,6 +245,7 @@ public final class TaskDatabase: Sendable {
     /// - Parameter queueNames: The queues to resume.
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
     public func restartQueues(_ queueNames: [String]) async throws {
+        let queueNames = queueNames.map(\.normalizedName)
         let resumed = try await storage.resume(queues: queueNames)
         publish([.resumed(queueNames: queueNames, tasks: resumed)])
     }
@@ -256,6 +257,7 @@ public final class TaskDatabase: Sendable {
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
     @discardableResult
     public func purge(queueName: String) async throws -> Int {
+        let queueName = queueName.normalizedName
         let count = try await storage.purge(queue: queueName)
         publish([.purged(queueName: queueName)])
         return count

@@ -126,9 +126,11 @@ public final class TaskQueueBroker: Service, Sendable {
                 message: "A broker name is the prefix of its queues and cannot be empty; pass a name, or claim queues with a filter."
             )
         }
+        // Queue names are stored in one spelling (NFC), and so is the prefix they are compared with.
+        let name = name.normalizedName
         return try await make(
             database: database, name: name, handler: handler, configuration: configuration, clock: clock,
-            isPrefixClaim: true, filter: { [name] queueName in queueName.hasPrefix(name) }
+            isPrefixClaim: true, filter: { [name] queueName in queueName.utf8.starts(with: name.utf8) }
         )
     }
 

@@ -31,7 +31,9 @@ public final class TaskTransaction {
     /// - Throws: The database's error.
     @discardableResult
     public func delete(key: String, collection: String) throws -> Bool {
-        guard let deleted = try SQLiteTaskStorage.delete(key: key, collection: collection, in: db) else { return false }
+        guard let deleted = try SQLiteTaskStorage.delete(key: key.normalizedName, collection: collection.normalizedName, in: db) else {
+            return false
+        }
         changes.append(.deleted(deleted))
         return true
     }

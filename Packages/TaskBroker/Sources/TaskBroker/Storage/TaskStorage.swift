@@ -67,7 +67,8 @@ public struct NewTask: Sendable, Hashable {
     /// The action, JSON-encoded.
     public var payload: Data
 
-    /// Creates an action to enqueue.
+    /// Creates an action to enqueue. The key, the collection and the queue name are stored in
+    /// Unicode Normalization Form C (Swift's `==` holds for their other spellings too).
     ///
     /// - Parameters:
     ///   - key: The action's key.
@@ -75,9 +76,9 @@ public struct NewTask: Sendable, Hashable {
     ///   - queueName: The queue that runs the action.
     ///   - payload: The encoded action.
     public init(key: String, collection: String, queueName: String, payload: Data) {
-        self.key = key
-        self.collection = collection
-        self.queueName = queueName
+        self.key = key.normalizedName
+        self.collection = collection.normalizedName
+        self.queueName = queueName.normalizedName
         self.payload = payload
     }
 }
