@@ -91,7 +91,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             committer = SQLiteOutcomeCommitter(storage: sqlite, mailbox: mailbox)
         } else {
             committer = AsyncOutcomeCommitter(
-                storage: storage, owner: owner, leaseDuration: storage.leaseDuration ?? configuration.leaseDuration, mailbox: mailbox
+                storage: storage, owner: owner, leaseDuration: storage.leaseDuration ?? configuration.leaseDuration, mailbox: mailbox,
+                elapsed: time.elapsed
             )
         }
     }
@@ -177,6 +178,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             if storage.isShared {
                 group.addTask { await self.renewLeases() }
             }
+            machine.now = time.elapsed()
             machine.handle([.start(initialQueues)], into: &outputs)
             var done = perform(&outputs, timers: &timers, releases: &releases, group: &group)
             while !done, let inputs = await mailbox.next() {
@@ -186,6 +188,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 for case .timerFired(let token) in inputs {
                     timers.removeValue(forKey: token)
                 }
+                machine.now = time.elapsed()
                 machine.handle(inputs, into: &outputs)
                 done = perform(&outputs, timers: &timers, releases: &releases, group: &group)
                 let count = timers.count

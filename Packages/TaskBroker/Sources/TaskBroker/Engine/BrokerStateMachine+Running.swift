@@ -18,7 +18,7 @@ extension BrokerStateMachine {
             if let pick = take(from: &state, queueName, into: &out) {
                 state.inFlight = true
                 running += 1
-                if let next = state.nextClaim, next.id == pick.id, next.revision == pick.task.revision {
+                if let next = state.nextClaim, next.id == pick.id, next.revision == pick.task.revision, now < next.deadline {
                     claimed.append(pick)
                 } else {
                     picks.append(pick)
@@ -270,7 +270,10 @@ extension BrokerStateMachine {
                     state.keptLease = true
                     if let next = outcome.next, state.load == nil, state.head < state.waiting.count,
                        state.waiting[state.head].task.isVersion(of: next) {
-                        state.nextClaim = Queue.NextClaim(id: BrokerActionID(next), revision: next.revision, timer: 0)
+                        state.nextClaim = Queue.NextClaim(
+                            id: BrokerActionID(next), revision: next.revision, timer: 0,
+                            deadline: state.continuedAt + configuration.nextHeadLifetime
+                        )
                         continuing.append(queueName)
                     }
                 }

@@ -62,8 +62,10 @@ struct BrokerStateMachine {
         /// The claim of these heads failed.
         case claimFailed([StoredTask], message: String)
         /// The outcomes about to be reported `stored` for these queues also claimed their next
-        /// heads (shared backends): each may start without a claim, if it is still the head.
-        case continued([String])
+        /// heads (shared backends): each may start without a claim, if it is still the head and
+        /// its claim is young. `sentAt` is when the finish that claimed them was sent (the
+        /// engine's elapsed time): the claim's age counts from then.
+        case continued([String], sentAt: Duration = .zero)
         /// These outcomes are committed.
         case stored([BrokerOutcome])
         /// Storing these outcomes failed; nothing of them was applied.
@@ -152,8 +154,9 @@ struct BrokerStateMachine {
         /// Storage found `held` deleted or replaced when its outcome was stored: discard the outcome
         /// and read the queue again.
         var outdated = false
-        /// The finish of `held` also claimed the queue's next head (`continued`).
+        /// The finish of `held` also claimed the queue's next head (`continued`), sent at `continuedAt`.
         var continued = false
+        var continuedAt: Duration = .zero
         /// The head claimed with its predecessor's outcome: it starts without a claim while it is
         /// still the head and its claim is young (see `Configuration.nextHeadLifetime`).
         var nextClaim: NextClaim?
@@ -182,6 +185,10 @@ struct BrokerStateMachine {
             var revision: Int64
             /// The timer that ends the claim's use.
             var timer: UInt64
+            /// When the claim is too old to use (``BrokerStateMachine/now``), whether or not its
+            /// timer has fired: after a stall of the whole process (SIGSTOP, a paused VM) the timer
+            /// and the outcome that frees a slot for the head arrive together, in either order.
+            var deadline: Duration
         }
 
         struct Load {
@@ -202,9 +209,11 @@ struct BrokerStateMachine {
                 && !released && !outdated && !continued && nextClaim == nil
         }
 
-        /// The finish of the action in flight also claimed the next head.
-        mutating func markContinued() {
-            if inFlight { continued = true }
+        /// The finish of the action in flight, sent at `sentAt`, also claimed the next head.
+        mutating func markContinued(sentAt: Duration) {
+            guard inFlight else { return }
+            continued = true
+            continuedAt = sentAt
         }
 
         /// Whether the head may be taken now (see `markReady`). Mutating only so that it is called
@@ -261,6 +270,9 @@ struct BrokerStateMachine {
     var forgetAbove: Int
 
     var queues: [String: Queue] = [:]
+    /// The engine's elapsed time when the inputs being handled arrived (set before each
+    /// ``handle(_:into:)``): what a claim's age is measured against.
+    var now: Duration = .zero
     var phase = Phase.running
     /// Queues with an action in flight.
     var running = 0
@@ -375,9 +387,9 @@ struct BrokerStateMachine {
             claimed(heads, results: results, into: &out)
         case .claimFailed(let heads, let message):
             claimFailed(heads, message: message, into: &out)
-        case .continued(let queueNames):
+        case .continued(let queueNames, let sentAt):
             for queueName in queueNames {
-                inPlace(queueName) { $0.markContinued() }
+                inPlace(queueName) { $0.markContinued(sentAt: sentAt) }
             }
         case .stored(let outcomes):
             stored(outcomes, into: &out)

@@ -77,8 +77,14 @@ final class AsyncOutcomeCommitter: OutcomeCommitter {
     private let leaseDuration: Duration
     private let inbox = Mailbox<BrokerOutcome>()
     private let mailbox: Mailbox<BrokerStateMachine.Input>
+    /// The engine's elapsed time: when a finish is sent, the age of the next heads it claims.
+    private let elapsed: @Sendable () -> Duration
 
-    init(storage: any TaskStorage, owner: String, leaseDuration: Duration, mailbox: Mailbox<BrokerStateMachine.Input>) {
+    init(
+        storage: any TaskStorage, owner: String, leaseDuration: Duration, mailbox: Mailbox<BrokerStateMachine.Input>,
+        elapsed: @escaping @Sendable () -> Duration
+    ) {
+        self.elapsed = elapsed
         self.storage = storage
         self.owner = owner
         self.leaseDuration = leaseDuration
@@ -101,6 +107,7 @@ final class AsyncOutcomeCommitter: OutcomeCommitter {
             for outcome in batch {
                 if let next = outcome.next { nextHeads[outcome.task.queueName] = next }
             }
+            let sentAt = elapsed()
             let report = try await storage.finish(
                 batch.map(\.stored), claimingNext: nextHeads, owner: owner, leaseDuration: leaseDuration
             )
@@ -109,7 +116,7 @@ final class AsyncOutcomeCommitter: OutcomeCommitter {
             if !report.fenced.isEmpty { inputs.append(.leaseLost(report.fenced.sorted())) }
             // Deleted or replaced before the outcome arrived (the change is still on its way).
             if !report.outdated.isEmpty { inputs.append(.outdated(report.outdated.sorted())) }
-            if !report.continued.isEmpty { inputs.append(.continued(Array(report.continued))) }
+            if !report.continued.isEmpty { inputs.append(.continued(Array(report.continued), sentAt: sentAt)) }
             inputs.append(.stored(batch))
             mailbox.post(contentsOf: inputs)
         } catch {
