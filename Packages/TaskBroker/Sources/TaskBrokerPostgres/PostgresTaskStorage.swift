@@ -192,8 +192,19 @@ public final class PostgresTaskStorage: TaskStorage {
         return stored
     }
 
+    /// The longest queue name, and key and collection together, in UTF-8 bytes: PostgreSQL's
+    /// B-tree indexes refuse an entry of more than 2,704 bytes (after compression, so the limit
+    /// a name meets would depend on its letters), and the queue's and the key's are such entries.
+    static let longestName = 2_600
+
     private func saveDistinct(_ tasks: [NewTask], on connection: PostgresConnection) async throws -> [StoredTask] {
         guard !tasks.isEmpty else { return [] }
+        for task in tasks where task.queueName.utf8.count > Self.longestName || task.key.utf8.count + task.collection.utf8.count > Self.longestName {
+            throw TaskBrokerError(
+                code: .invalidName,
+                message: "The action \(task.collection.prefix(40))/\(task.key.prefix(40))… has a queue name of \(task.queueName.utf8.count) bytes and a key and collection of \(task.key.utf8.count + task.collection.utf8.count) bytes; PostgreSQL's indexes take at most \(Self.longestName) bytes for each. Nothing was saved."
+            )
+        }
         let rows = try await connection.query(
             sql.saveQuery(
                 collections: tasks.map(\.collection), keys: tasks.map(\.key), queueNames: tasks.map(\.queueName),

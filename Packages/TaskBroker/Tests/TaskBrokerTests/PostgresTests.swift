@@ -398,6 +398,33 @@ struct PostgresTests {
         #expect(try await migrated.storage.tasks(inQueue: "q").isEmpty)
     }
 
+    /// PostgreSQL's B-tree indexes take entries of at most 2,704 bytes after compression: a name
+    /// past 2,600 bytes is refused up front with `.invalidName`, whatever its letters, and one of
+    /// 2,600 bytes that do not compress is stored and runs.
+    @Test func namesPastTheIndexLimitAreRefusedWithATypedError() async throws {
+        let store = try TestStore(.postgres)
+        let database = try await store.open()
+        var generator = SplitMix64(state: 42)
+        let letters = Array("abcdefghijklmnopqrstuvwxyz0123456789")
+        let incompressible = String((0..<2_600).map { _ in letters[Int(generator.next() % UInt64(letters.count))] })
+        for action in [
+            TestAction(key: "k", queueName: incompressible + "x"),
+            TestAction(key: incompressible, collection: "c", queueName: "q"),
+        ] {
+            await #expect {
+                try await database.save([TestAction(key: "other", queueName: "q"), action])
+            } throws: { error in
+                (error as? TaskBrokerError)?.code == .invalidName
+            }
+        }
+        #expect(try await database.snapshot().isEmpty, "nothing of the refused saves was stored")
+        try await database.save(TestAction(key: "k", queueName: incompressible))
+        let handler = RecordingHandler<TestAction>()
+        let broker = try await TaskQueueBroker.setup(database: database, name: String(incompressible.prefix(10)), handler: handler)
+        #expect(await handler.handled.values(count: 1) == ["k"])
+        await broker.shutdown()
+    }
+
     /// A database that version 3 wrote (no broker table), with a lease granted before the
     /// migration: opening it migrates it to version 4, whose broker table refuses overlapping
     /// names; the stored action stays, and the lease's outcome stores through the finish function,
