@@ -109,7 +109,7 @@ up() {
 listen_addresses = '127.0.0.1'
 port = $port
 unix_socket_directories = '$dir'
-max_connections = 200
+max_connections = 400
 fsync = on
 synchronous_commit = on
 shared_buffers = 128MB

@@ -47,10 +47,11 @@ struct PostgresBrokerNameTests {
         let directory = try TemporaryDirectory()
         let worker = try CrashHelperRun(
             arguments: ["pg-worker", try PostgresTestServer.url(), store.schema, directory.path("stamps"), "zeta"],
-            environment: ["QUEUEKIT_HELPER_HEARTBEAT_MS": "300"]
+            environment: ["QUEUEKIT_HELPER_HEARTBEAT_MS": "1500"]
         )
         #expect(await worker.line(after: 0) == "ready")
         await worker.kill()
+        // Renewed at most 1.5 s before the kill for 4.5 s: alive for 3 s more at least.
         await #expect(throws: TaskBrokerError.self, "the dead process's record is still alive") {
             _ = try await TaskQueueBroker.setup(database: database, name: "zeta-x", handler: RecordingHandler<TestAction>())
         }

@@ -55,6 +55,7 @@ final class TestStore: Sendable {
         configuration.schema = schema
         configuration.leaseDuration = leaseDuration
         configuration.poolSize = 4
+        configuration.transactionPoolSize = 2
         if let logger { configuration.logger = logger }
         return configuration
     }
