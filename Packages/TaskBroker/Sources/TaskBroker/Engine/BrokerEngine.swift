@@ -47,7 +47,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
     let handle: @Sendable (Handler.Action, TaskContext) async -> TaskResult
     let storage: any TaskStorage
     /// `storage` when it is the embedded backend (cast once, not per action).
-    let sqlite: SQLiteTaskStorage?
+    /// The backend's batch read, if it has one (``BatchQueueReading``).
+    let batchReader: (any BatchQueueReading)?
     let configuration: TaskQueueBroker.Configuration
     let time: BrokerTime
     let claimFilter: @Sendable (String) -> Bool
@@ -77,7 +78,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             handle = { action, _ in await handler.handleThroughCallback(action) }
         }
         self.storage = storage
-        self.sqlite = storage as? SQLiteTaskStorage
+        self.batchReader = storage as? any BatchQueueReading
         self.registry = registry
         self.configuration = configuration
         self.time = time
@@ -87,8 +88,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         logger[metadataKey: "broker"] = "\(name)"
         self.logger = logger
         self.metrics = BrokerMetrics(broker: name)
-        if let sqlite {
-            committer = SQLiteOutcomeCommitter(storage: sqlite, mailbox: mailbox)
+        if let blocking = storage as? any BlockingOutcomeStore {
+            committer = ThreadOutcomeCommitter(storage: blocking, mailbox: mailbox)
         } else {
             committer = AsyncOutcomeCommitter(
                 storage: storage, owner: owner, leaseDuration: storage.leaseDuration ?? configuration.leaseDuration, mailbox: mailbox,
@@ -158,7 +159,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         var machine = BrokerStateMachine(
             configuration: .init(
                 maxConcurrentQueues: configuration.maxConcurrentQueues,
-                claimsHeads: sqlite == nil,
+                claimsHeads: !(storage is any UnclaimedHeads),
                 storageBackoff: configuration.storageRetryBackoff,
                 nextHeadLifetime: leaseDuration / 12,
                 sharingLifetime: leaseDuration,
@@ -277,11 +278,11 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
     private func load(_ queueNames: [String]) async {
         let since = time.elapsed()
         let mailbox = self.mailbox
-        if let sqlite {
+        if let batchReader {
             // One scan for all the queues; each is posted as soon as it is read and decoded.
             let unreported = Mutex(Set(queueNames))
             do {
-                try await sqlite.readQueues(queueNames, failed: { queueName, error in
+                try await batchReader.readQueues(queueNames, failed: { queueName, error in
                     // A row of it does not decode: only this queue waits (and is read again).
                     unreported.withLock { _ = $0.remove(queueName) }
                     mailbox.post(.loadFailed([queueName], message: "\(error)"))

@@ -24,15 +24,15 @@ protocol OutcomeCommitter: Sendable {
     func run() async
 }
 
-/// The committer of the embedded SQLite backend: a thread of its own that commits with GRDB's
-/// blocking API. A commit then costs no executor hops (most of its latency on a busy machine),
-/// and the blocking fsync never runs on Swift's cooperative pool.
-final class SQLiteOutcomeCommitter: OutcomeCommitter {
-    private let storage: SQLiteTaskStorage
+/// The committer of a backend that stores outcomes with a blocking call (``BlockingOutcomeStore``:
+/// the embedded SQLite backend): a thread of its own. A commit then costs no executor hops (most
+/// of its latency on a busy machine), and the blocking fsync never runs on Swift's cooperative pool.
+final class ThreadOutcomeCommitter: OutcomeCommitter {
+    private let storage: any BlockingOutcomeStore
     private let queue = BlockingQueue<BrokerOutcome>()
     private let mailbox: Mailbox<BrokerStateMachine.Input>
 
-    init(storage: SQLiteTaskStorage, mailbox: Mailbox<BrokerStateMachine.Input>) {
+    init(storage: any BlockingOutcomeStore, mailbox: Mailbox<BrokerStateMachine.Input>) {
         self.storage = storage
         self.mailbox = mailbox
     }

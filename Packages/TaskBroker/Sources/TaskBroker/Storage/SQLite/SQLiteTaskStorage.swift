@@ -7,7 +7,7 @@ import Synchronization
 ///
 /// All writes of one call are one transaction. `synchronous=FULL` (the default) makes every
 /// commit durable before the call returns.
-final class SQLiteTaskStorage: TaskStorage {
+final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeStore, UnclaimedHeads {
     let pool: DatabasePool
     let path: String
     /// What this process's `TaskDatabase`s on the file share; saves, deletes, resumes and purges
