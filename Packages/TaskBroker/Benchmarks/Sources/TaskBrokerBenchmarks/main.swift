@@ -33,7 +33,16 @@ if arguments.count >= 2, arguments[1] == "pg-worker" {
     try await runPostgresWorker(Array(arguments.dropFirst(2)))
     exit(0)
 }
+// `TaskBrokerBenchmarks backlog-child …`: one measurement of the backlog benchmark (BacklogBenchmark).
+if arguments.count >= 2, arguments[1] == "backlog-child" {
+    try await BacklogBenchmark.child(Array(arguments.dropFirst(2)))
+}
 let postgresURL = ProcessInfo.processInfo.environment["QUEUEKIT_PG_URL"].flatMap { $0.isEmpty ? nil : $0 }
+// `TaskBrokerBenchmarks backlog`: the backlog benchmark alone (PostgreSQL too if QUEUEKIT_PG_URL is set).
+if arguments.count == 2, arguments[1] == "backlog" {
+    try await BacklogBenchmark.run(postgresURL: postgresURL)
+    exit(0)
+}
 // `TaskBrokerBenchmarks pg`: the PostgreSQL section alone (needs QUEUEKIT_PG_URL).
 if arguments.count == 2, arguments[1] == "pg" {
     guard let postgresURL else {
@@ -320,4 +329,9 @@ if !onlyBurnDown {
     } else {
         print("PostgreSQL: skipped (QUEUEKIT_PG_URL is not set; `make bench PACKAGE=TaskBroker` sets it)")
     }
+}
+
+// 8. A broker started over a large backlog, on each backend (BacklogBenchmark).
+if !onlyBurnDown {
+    try await BacklogBenchmark.run(postgresURL: postgresURL)
 }
