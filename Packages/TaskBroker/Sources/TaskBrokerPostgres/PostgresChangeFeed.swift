@@ -40,6 +40,17 @@ enum PostgresChangeFeed {
         let own = Array(ChangeMessage.originPrefix(storage.origin).utf8)
         var failures = 0
         var listening = false
+        // Keeps this storage's broker records alive for as long as the feed runs (see
+        // `registerBroker`), on the storage's pool: a write that waits for the disk has no place
+        // in the heartbeat, whose answer must come within the interval.
+        let refresher = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: storage.configuration.heartbeatInterval)
+                if Task.isCancelled { break }
+                await storage.refreshBrokerRecords()
+            }
+        }
+        defer { refresher.cancel() }
         while !Task.isCancelled {
             if failures > 0 {
                 try? await Task.sleep(for: backoff(after: failures))
@@ -58,13 +69,7 @@ enum PostgresChangeFeed {
                 continue
             }
             // Closes the connection if it stops answering: the loop below then ends with an error.
-            // Each answer also keeps this storage's broker records alive (see `registerBroker`).
-            let heartbeat = Task { [sql = storage.sql, origin = storage.origin, lifetime = storage.brokerRecordLifetime] in
-                await checkAnswers(
-                    of: connection, every: storage.configuration.heartbeatInterval,
-                    asking: sql.refreshBrokersQuery(owner: origin, milliseconds: lifetime.milliseconds), logger: logger
-                )
-            }
+            let heartbeat = Task { await checkAnswers(of: connection, every: storage.configuration.heartbeatInterval, logger: logger) }
             defer { heartbeat.cancel() }
             do {
                 try await connection.listen(on: storage.sql.channel) { notifications in
@@ -104,22 +109,20 @@ enum PostgresChangeFeed {
         continuation.finish()
     }
 
-    /// Asks the connection `question` every `interval`, until cancelled; closes it when an
+    /// Asks the connection for `SELECT 1` every `interval`, until cancelled; closes it when an
     /// answer does not come within `interval` (or the query fails). A listening connection
     /// otherwise only receives: one whose peer is gone without a word (a NAT or firewall that
     /// dropped the connection, a host that lost power, a server process that hangs) would look
     /// alive until the operating system gives up on it, many minutes later, and every save of
     /// another process would wait until then.
-    private static func checkAnswers(
-        of connection: PostgresConnection, every interval: Duration, asking question: PostgresQuery, logger: Logger
-    ) async {
+    private static func checkAnswers(of connection: PostgresConnection, every interval: Duration, logger: Logger) async {
         while !Task.isCancelled {
             try? await Task.sleep(for: interval)
             if Task.isCancelled { return }
             let answered = await withTaskGroup(of: Bool.self) { group in
                 group.addTask {
                     do {
-                        try await connection.execute(question, logger: logger)
+                        try await connection.execute("SELECT 1", logger: logger)
                         return true
                     } catch {
                         return false

@@ -2,9 +2,9 @@ import PostgresNIO
 public import TaskBroker
 
 /// The brokers running on the schema, across processes (see ``SharedBrokerNames``). Each storage
-/// records its brokers under its `origin`; its change feed keeps the records alive at every
-/// heartbeat (``refreshBrokersQuery``), so the record of a process that died expires after
-/// ``brokerRecordLifetime`` (three heartbeats), and one that shuts down deletes its own.
+/// records its brokers under its `origin`; while its change feed runs it keeps the records alive
+/// every heartbeat interval (``refreshBrokerRecords()``), so the record of a process that died
+/// expires after ``brokerRecordLifetime`` (three intervals), and one that shuts down deletes its own.
 extension PostgresTaskStorage: SharedBrokerNames {
     /// How long a broker's record lasts unless its change feed's heartbeat renews it.
     var brokerRecordLifetime: Duration {
@@ -32,6 +32,21 @@ extension PostgresTaskStorage: SharedBrokerNames {
                 code: .queueAlreadyClaimed,
                 message: "Broker \"\(name)\" would claim queues that broker \"\(overlapping)\" claims, which runs in another process on schema \(configuration.schema) at \(configuration.endpoint) (one name is a prefix of the other); pick names that are not prefixes of each other, or claim with a filter."
             )
+        }
+    }
+
+    /// Extends the life of this storage's broker records (a failure is logged: the next try comes
+    /// an interval later, and a record lasts three).
+    func refreshBrokerRecords() async {
+        let lifetime = brokerRecordLifetime.milliseconds
+        do {
+            try await transaction("keep the broker records alive", within: Self.renewalLimit(configuration)) { [self] connection in
+                // Not worth a wait for the disk: a refresh lost in a crash is made again.
+                try await connection.execute("SET LOCAL synchronous_commit TO off", logger: logger)
+                try await connection.execute(sql.refreshBrokersQuery(owner: origin, milliseconds: lifetime), logger: logger)
+            }
+        } catch {
+            logger.debug("could not keep the broker records alive (tried again in \(configuration.heartbeatInterval)): \(error)")
         }
     }
 

@@ -1,0 +1,59 @@
+import PostgresNIO
+import TaskBroker
+
+extension PostgresTaskStorage {
+    /// The three connection pools of a storage.
+    struct Pools {
+        let operations: PostgresClient
+        let leases: PostgresClient
+        let transactions: PostgresClient
+
+        /// How many connections the lease pool opens: renewals wait for nothing else, and a
+        /// release beside a renewal does not hold it up.
+        static let leaseConnections = 2
+
+        init(_ configuration: TaskDatabase.PostgresConfiguration) {
+            // The backend's own transactions never wait for their client between statements
+            // (BEGIN, one statement, COMMIT): one still open after the renewal's limit (a quarter
+            // of the lease) belongs to a worker that died without a word (power, a network cut)
+            // after the server ran its statement. Its row locks would keep every other worker
+            // from the queues it claimed until TCP keepalive gives up on it (over two hours by
+            // default); the server ends it instead, and the takeover waits at most the lease.
+            let own = Self.sessionSettings(idleInTransaction: PostgresTaskStorage.renewalLimit(configuration))
+            operations = Self.pool(configuration, size: configuration.poolSize, name: "taskbroker \(configuration.schema)", settings: own)
+            leases = Self.pool(configuration, size: Self.leaseConnections, name: "taskbroker \(configuration.schema)", settings: own)
+            transactions = Self.pool(
+                configuration, size: configuration.transactionPoolSize, name: "taskbroker tx \(configuration.schema)",
+                settings: Self.sessionSettings(idleInTransaction: configuration.transactionIdleTimeout)
+            )
+        }
+
+        /// Settings sent when a session starts: TCP keepalive probes that find a peer gone without
+        /// a word within about two minutes (the system default is over two hours), and the time
+        /// a transaction may sit idle waiting for its client (`nil`: as long as it likes).
+        static func sessionSettings(idleInTransaction: Duration?) -> [(String, String)] {
+            var settings = [("tcp_keepalives_idle", "60"), ("tcp_keepalives_interval", "10"), ("tcp_keepalives_count", "6")]
+            if let idleInTransaction {
+                settings.append(("idle_in_transaction_session_timeout", "\(max(1, idleInTransaction.milliseconds))"))
+            }
+            return settings
+        }
+
+        private static func pool(
+            _ configuration: TaskDatabase.PostgresConfiguration, size: Int, name: String, settings: [(String, String)]
+        ) -> PostgresClient {
+            var options = PostgresClient.Configuration.Options()
+            options.maximumConnections = size
+            options.connectTimeout = configuration.connectTimeout
+            // What `pg_stat_activity.application_name` shows for the pool's connections (the feed's
+            // show `taskbroker feed <schema>`).
+            options.additionalStartupParameters = [("application_name", name)] + settings
+            var clientConfiguration = PostgresClient.Configuration(
+                host: configuration.host, port: configuration.port, username: configuration.username,
+                password: configuration.password, database: configuration.database, tls: configuration.tls.client
+            )
+            clientConfiguration.options = options
+            return PostgresClient(configuration: clientConfiguration, backgroundLogger: configuration.logger)
+        }
+    }
+}
