@@ -13,7 +13,7 @@ import TaskBroker
 /// - `queue`: one row per queue ever saved, with its lease: `owner`, `epoch` (the fencing token,
 ///   +1 with every claim) and `expires_at` (server time; in the past when released).
 /// - `broker`: the brokers running on the schema, one row per name and storage (`owner`), kept
-///   alive by their change feed's heartbeat until `expires_at`: brokers of other processes whose
+///   alive by their storage (every heartbeat interval) until `expires_at`: brokers of other processes whose
 ///   names are prefixes of each other are refused (``PostgresTaskStorage/registerBroker(name:claimsPrefix:)``).
 /// - `meta`: the schema version.
 struct PostgresSchema: Sendable {

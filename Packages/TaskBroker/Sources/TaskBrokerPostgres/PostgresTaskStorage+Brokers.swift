@@ -6,7 +6,7 @@ public import TaskBroker
 /// every heartbeat interval (``refreshBrokerRecords()``), so the record of a process that died
 /// expires after ``brokerRecordLifetime`` (three intervals), and one that shuts down deletes its own.
 extension PostgresTaskStorage: SharedBrokerNames {
-    /// How long a broker's record lasts unless its change feed's heartbeat renews it.
+    /// How long a broker's record lasts unless renewed (``refreshBrokerRecords()``, every heartbeat interval).
     var brokerRecordLifetime: Duration {
         configuration.heartbeatInterval * 3
     }
