@@ -533,27 +533,24 @@ import Testing
     /// the finish's report and the claim's timer arrive together. The report that frees the slot
     /// comes first here: the head must not start on a claim whose lease another worker may hold
     /// by now. Its age counts from when the finish was sent, not from when the report is handled.
-    @Test func aHeadClaimedWithAFinishSentLongerAgoThanItsLifetimeIsClaimedAgain() throws {
+    @Test(arguments: [(sentAt: Duration.seconds(9), startsOnTheClaim: true), (sentAt: .seconds(7), startsOnTheClaim: false)])
+    func aHeadClaimedWithAFinishStartsOnThatClaimOnlyWhileItIsYoung(sentAt: Duration, startsOnTheClaim: Bool) throws {
         var h = MachineHarness(claimsHeads: true)
         let a = h.entry("a", "q")
         let b = h.entry("b", "q")
         _ = h.send(.start(["q"]))
         _ = h.send(MachineHarness.loaded("q", [a, b]))
         #expect(h.send(.claimed([a.task], results: [.granted])).nextHeads == ["b"])
+        // The report is handled at 10 s; the claim's lifetime is 2 s.
         h.machine.now = .seconds(10)
-        let young = h.send(.continued(["q"], sentAt: .seconds(9)), .stored([.success(a, next: b)]))
-        #expect(young.runs == ["b"], "sent a second ago: b starts on the finish's claim")
-
-        var stalled = MachineHarness(claimsHeads: true)
-        let c = stalled.entry("c", "r")
-        let d = stalled.entry("d", "r")
-        _ = stalled.send(.start(["r"]))
-        _ = stalled.send(MachineHarness.loaded("r", [c, d]))
-        #expect(stalled.send(.claimed([c.task], results: [.granted])).nextHeads == ["d"])
-        stalled.machine.now = .seconds(10)
-        let old = stalled.send(.continued(["r"], sentAt: .seconds(7)), .stored([.success(c, next: d)]))
-        #expect(old.runs.isEmpty, "sent three seconds ago, past the claim's 2 s lifetime")
-        #expect(old.claims == [["d"]], "d is claimed on its own")
+        let out = h.send(.continued(["q"], sentAt: sentAt), .stored([.success(a, next: b)]))
+        if startsOnTheClaim {
+            #expect(out.runs == ["b"], "sent a second ago: b starts on the finish's claim")
+            #expect(out.claims.isEmpty)
+        } else {
+            #expect(out.runs.isEmpty, "sent three seconds ago, past the claim's lifetime")
+            #expect(out.claims == [["b"]], "b is claimed on its own")
+        }
     }
 
     @Test func aBackendWithoutLeasesIsAskedToClaimNoNextHead() {
