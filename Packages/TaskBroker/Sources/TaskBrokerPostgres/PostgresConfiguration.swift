@@ -35,21 +35,21 @@ extension TaskDatabase {
         /// of its running actions every third of it; a worker that dies (or loses the database
         /// for longer) loses its queues to another worker after at most this long. Defaults to 10 s.
         public var leaseDuration: Duration
-        /// The most connections a `TaskDatabase` opens for the backend's own operations: claims,
-        /// finishes, reads, saves and deletes. Lease renewals have two connections of their own,
-        /// the change feed one, and your transactions (`TaskDatabase/write(_:)`) a pool of
-        /// `transactionPoolSize`, so that neither waits behind the other. Defaults to 8.
+        /// The most connections a `TaskDatabase` opens for the broker's own operations: claims,
+        /// finishes and reads. Lease renewals have two connections of their own,
+        /// the change feed one, and your transactions (`TaskDatabase/write(_:)`) and writes a pool
+        /// of `transactionPoolSize`, so that neither waits behind the other. Defaults to 8.
         public var poolSize: Int
         /// The most connections a `TaskDatabase` opens for your transactions
-        /// (`TaskDatabase/write(_:)`). Defaults to 8.
+        /// (`TaskDatabase/write(_:)`) and your saves, deletes, restarts and purges. Defaults to 8.
         public var transactionPoolSize: Int
-        /// How long one of your transactions (`TaskDatabase/write(_:)`) may sit idle between two
-        /// statements before the server ends it and rolls it back (PostgreSQL's
-        /// `idle_in_transaction_session_timeout`); `nil` for no limit. A transaction whose process
-        /// died without a word (power, a network cut) otherwise holds its row locks, on actions it
-        /// replaced or deleted and so on their queues, until TCP keepalive gives up on it. The
-        /// backend's own transactions never idle: theirs is a quarter of the lease (at most
-        /// `operationTimeout`). Defaults to 60 s.
+        /// How long one of your transactions (`TaskDatabase/write(_:)`, and your saves, deletes,
+        /// restarts and purges) may sit idle between two statements before the server ends it and
+        /// rolls it back (PostgreSQL's `idle_in_transaction_session_timeout`); `nil` for no limit.
+        /// A transaction whose process died without a word (power, a network cut) otherwise holds
+        /// its row locks, on actions it replaced or deleted and so on their queues, until TCP
+        /// keepalive gives up on it. The broker's own transactions (claims, finishes, renewals)
+        /// may idle half the lease (at most `operationTimeout`). Defaults to 60 s.
         public var transactionIdleTimeout: Duration?
         /// How long connecting may take before it fails. Defaults to 10 s.
         public var connectTimeout: Duration

@@ -13,13 +13,14 @@ extension PostgresTaskStorage {
         static let leaseConnections = 2
 
         init(_ configuration: TaskDatabase.PostgresConfiguration) {
-            // The backend's own transactions never wait for their client between statements
-            // (BEGIN, one statement, COMMIT): one still open after the renewal's limit (a quarter
-            // of the lease) belongs to a worker that died without a word (power, a network cut)
-            // after the server ran its statement. Its row locks would keep every other worker
-            // from the queues it claimed until TCP keepalive gives up on it (over two hours by
-            // default); the server ends it instead, and the takeover waits at most the lease.
-            let own = Self.sessionSettings(idleInTransaction: PostgresTaskStorage.renewalLimit(configuration))
+            // The broker's own transactions (claims, finishes, renewals, releases: BEGIN, one
+            // statement, COMMIT) wait for their client between statements only while it builds a
+            // statement or reads a result: one still open half a lease later belongs to a worker
+            // that died without a word (power, a network cut) after the server ran its statement.
+            // Its row locks would keep every other worker from the queues it claimed until TCP
+            // keepalive gives up on it (over two hours by default); the server ends it instead,
+            // before the lease it holds would expire.
+            let own = Self.sessionSettings(idleInTransaction: min(configuration.operationTimeout, configuration.leaseDuration / 2))
             operations = Self.pool(configuration, size: configuration.poolSize, name: "taskbroker \(configuration.schema)", settings: own)
             leases = Self.pool(configuration, size: Self.leaseConnections, name: "taskbroker \(configuration.schema)", settings: own)
             transactions = Self.pool(

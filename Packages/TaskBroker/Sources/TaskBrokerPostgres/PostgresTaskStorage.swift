@@ -25,6 +25,11 @@ public final class PostgresTaskStorage: TaskStorage {
     let leaseClient: PostgresClient
     /// The pool of your transactions (`TaskDatabase/write(_:)`), which may take as long as they like.
     let transactionClient: PostgresClient
+    /// Where your own writes outside a transaction run (saves, deletes, restarts, purges): the
+    /// pool of your transactions. A save of many actions spends time in the client between its
+    /// statements (building the statement, reading the rows it returns) that the idle limit of
+    /// the broker's own pools does not allow for.
+    var writeClient: PostgresClient { transactionClient }
     let sql: PostgresSchema
     let logger: Logger
     /// Ends an operation as soon as its connection closes.
@@ -114,7 +119,7 @@ public final class PostgresTaskStorage: TaskStorage {
     /// Enqueues actions in one transaction (see `TaskStorage.save(_:)`) and notifies their queues.
     public func save(_ tasks: [NewTask]) async throws -> [StoredTask] {
         guard !tasks.isEmpty else { return [] }
-        return try await transaction("save \(tasks.count) action(s)") { connection in
+        return try await transaction("save \(tasks.count) action(s)", on: writeClient) { connection in
             try await self.save(tasks, on: connection)
         }
     }
@@ -180,7 +185,7 @@ public final class PostgresTaskStorage: TaskStorage {
 
     /// Deletes an action (see `TaskStorage.delete(key:collection:)`) and notifies its queue.
     public func delete(key: String, collection: String) async throws -> StoredTask? {
-        try await transaction("delete \(collection)/\(key)") { connection in
+        try await transaction("delete \(collection)/\(key)", on: writeClient) { connection in
             try await self.delete(key: key, collection: collection, on: connection)
         }
     }
@@ -301,7 +306,7 @@ public final class PostgresTaskStorage: TaskStorage {
     /// Clears the pauses of the given queues and notifies them.
     public func resume(queues queueNames: [String]) async throws -> [StoredTask] {
         guard !queueNames.isEmpty else { return [] }
-        return try await transaction("resume \(queueNames.count) queue(s)") { [self] connection in
+        return try await transaction("resume \(queueNames.count) queue(s)", on: writeClient) { [self] connection in
             var resumed: [StoredTask] = []
             for try await row in try await connection.query(sql.resumeQuery(queueNames: queueNames), logger: logger) {
                 resumed.append(try PostgresSchema.task(row))
@@ -313,7 +318,7 @@ public final class PostgresTaskStorage: TaskStorage {
 
     /// Deletes every action of a queue and notifies it.
     public func purge(queue queueName: String) async throws -> Int {
-        try await transaction("purge queue \(queueName)") { [self] connection in
+        try await transaction("purge queue \(queueName)", on: writeClient) { [self] connection in
             var count = 0
             for try await deleted in try await connection.query(sql.purgeQuery(queueName: queueName), logger: logger).decode(Int.self) {
                 count = deleted
