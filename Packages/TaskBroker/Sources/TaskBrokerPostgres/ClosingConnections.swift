@@ -56,7 +56,4 @@ final class ClosingConnections: Sendable {
         slot.set(onClose)
         return { slot.set(nil) }
     }
-
-    /// How many connections are watched (for tests: closed ones are forgotten).
-    var count: Int { slots.withLock { $0.count } }
 }

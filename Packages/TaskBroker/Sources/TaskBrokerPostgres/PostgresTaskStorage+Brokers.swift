@@ -18,9 +18,12 @@ extension PostgresTaskStorage: SharedBrokerNames {
         let overlapping = try await transaction("record broker \(name)") { [self] connection -> String? in
             try await connection.execute(sql.lockBrokersQuery(), logger: logger)
             if claimsPrefix {
+                // Read to the end (at most one row): a result left unread holds the next statement back.
+                var overlapping: String?
                 for try await other in try await connection.query(sql.overlappingBrokerQuery(name: name), logger: logger).decode(String.self) {
-                    return other
+                    overlapping = other
                 }
+                if let overlapping { return overlapping }
             }
             try await connection.execute(
                 sql.registerBrokerQuery(name: name, owner: origin, prefix: claimsPrefix, milliseconds: lifetime), logger: logger
@@ -40,7 +43,7 @@ extension PostgresTaskStorage: SharedBrokerNames {
     func refreshBrokerRecords() async {
         let lifetime = brokerRecordLifetime.milliseconds
         do {
-            try await transaction("keep the broker records alive", within: Self.renewalLimit(configuration)) { [self] connection in
+            try await transaction("keep the broker records alive", within: renewalLimit) { [self] connection in
                 // Not worth a wait for the disk: a refresh lost in a crash is made again.
                 try await connection.execute("SET LOCAL synchronous_commit TO off", logger: logger)
                 try await connection.execute(sql.refreshBrokersQuery(owner: origin, milliseconds: lifetime), logger: logger)
@@ -54,7 +57,7 @@ extension PostgresTaskStorage: SharedBrokerNames {
     /// expires after three heartbeats).
     public func unregisterBroker(name: String) async {
         do {
-            try await transaction("forget broker \(name)", within: Self.renewalLimit(configuration)) { [self] connection in
+            try await transaction("forget broker \(name)", within: renewalLimit) { [self] connection in
                 try await connection.execute(sql.unregisterBrokerQuery(name: name, owner: origin), logger: logger)
             }
         } catch {

@@ -77,10 +77,6 @@ extension PostgresTaskStorage {
     /// How long a renewal, and the release that may follow it, may wait for the server: a quarter
     /// of the lease (see `renew(_:owner:)`), or `operationTimeout` if shorter.
     var renewalLimit: Duration {
-        Self.renewalLimit(configuration)
-    }
-
-    static func renewalLimit(_ configuration: TaskDatabase.PostgresConfiguration) -> Duration {
         min(configuration.operationTimeout, configuration.leaseDuration / 4)
     }
 
