@@ -553,6 +553,21 @@ import Testing
         }
     }
 
+    /// The same for a claim of its own: granted before a stall and handled after it, a claim
+    /// older than its lifetime (a quarter of the lease; 3 s here) starts nothing: the queue is
+    /// read and claimed again.
+    @Test(arguments: [(sentAt: Duration.seconds(9), starts: true), (sentAt: .seconds(6), starts: false)])
+    func aHeadStartsOnAGrantedClaimOnlyWhileTheClaimIsYoung(sentAt: Duration, starts: Bool) throws {
+        var h = MachineHarness(claimsHeads: true)
+        let a = h.entry("a", "q")
+        _ = h.send(.start(["q"]))
+        #expect(h.send(MachineHarness.loaded("q", [a])).claims == [["a"]])
+        h.machine.now = .seconds(10)
+        let out = h.send(.claimed([a.task], results: [.granted], sentAt: sentAt))
+        #expect(out.runs == (starts ? ["a"] : []))
+        #expect(out.loads == (starts ? [] : [["q"]]), "an old grant reads the queue again")
+    }
+
     @Test func aBackendWithoutLeasesIsAskedToClaimNoNextHead() {
         var h = MachineHarness()
         let a = h.entry("a", "q")

@@ -162,6 +162,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 claimsHeads: !(storage is any UnclaimedHeads),
                 storageBackoff: configuration.storageRetryBackoff,
                 nextHeadLifetime: leaseDuration / 12,
+                claimLifetime: leaseDuration / 4,
                 sharingLifetime: leaseDuration,
                 askInterval: leaseDuration / 3
             ),
@@ -319,8 +320,9 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
 
     private func claim(_ heads: [StoredTask]) async {
         do {
+            let sentAt = time.elapsed()
             let results = try await storage.claim(heads, owner: owner, leaseDuration: leaseDuration)
-            mailbox.post(.claimed(heads, results: results))
+            mailbox.post(.claimed(heads, results: results, sentAt: sentAt))
         } catch {
             mailbox.post(.claimFailed(heads, message: "\(error)"))
         }

@@ -104,7 +104,7 @@ extension BrokerStateMachine {
         if !undecodable.isEmpty { out.append(.store(undecodable)) }
     }
 
-    mutating func claimed(_ heads: [StoredTask], results: [TaskClaimResult], into out: inout [Output]) {
+    mutating func claimed(_ heads: [StoredTask], results: [TaskClaimResult], sentAt: Duration = .zero, into out: inout [Output]) {
         recovered(.claim, heads.map(\.queueName), into: &out)
         var runs: [BrokerEntry] = []
         var notStarted: [String] = []
@@ -136,6 +136,11 @@ extension BrokerStateMachine {
                 continue
             }
             switch result {
+            case .granted where now - sentAt > configuration.claimLifetime:
+                // Answered too long ago (the process stalled in between): read the queue again and
+                // claim it anew rather than start on a lease that may have expired.
+                endFlight(&state)
+                readAgain(&state, queueName)
             case .granted:
                 runs.append(held)
             case .changed:

@@ -35,6 +35,11 @@ struct BrokerStateMachine {
         /// cover running actions, every third of the lease), so the head starts with at least five
         /// sixths of a lease left and is renewed before half of it is gone. Later it is claimed again.
         var nextHeadLifetime: Duration = .seconds(1)
+        /// How old a claim's answer may be (counted from when the claim was sent) for a granted head
+        /// to start on it (shared backends): a quarter of the lease. An older one, answered before
+        /// a stall of the whole process (SIGSTOP, a paused VM) and handled after it, may hold a
+        /// lease that expired and another worker took: the queue is read and claimed again.
+        var claimLifetime: Duration = .seconds(3)
         /// How long, after another worker of the pool said it has room, this one may let queues go
         /// with their outcomes while it has more ready queues than it can run (shared backends): a lease.
         var sharingLifetime: Duration = .seconds(10)
@@ -58,7 +63,7 @@ struct BrokerStateMachine {
         /// Committed changes, in commit order.
         case changes([BrokerChange])
         /// The claim of these heads answered, one result per head.
-        case claimed([StoredTask], results: [TaskClaimResult])
+        case claimed([StoredTask], results: [TaskClaimResult], sentAt: Duration = .zero)
         /// The claim of these heads failed.
         case claimFailed([StoredTask], message: String)
         /// The outcomes about to be reported `stored` for these queues also claimed their next
@@ -383,8 +388,8 @@ struct BrokerStateMachine {
             for change in changes {
                 apply(change, into: &out)
             }
-        case .claimed(let heads, let results):
-            claimed(heads, results: results, into: &out)
+        case .claimed(let heads, let results, let sentAt):
+            claimed(heads, results: results, sentAt: sentAt, into: &out)
         case .claimFailed(let heads, let message):
             claimFailed(heads, message: message, into: &out)
         case .continued(let queueNames, let sentAt):
