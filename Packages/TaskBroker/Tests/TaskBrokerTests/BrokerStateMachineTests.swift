@@ -139,6 +139,23 @@ import Testing
         #expect(resumed.events == [.resumed(queueName: "q"), .started(queueName: "q", key: "a", collection: "c", attempt: 2)])
     }
 
+    /// A restart heard while the paused queue is being read (another process's change, or the
+    /// failure's own notice, started the read) is still reported once the read is applied, also
+    /// when the read already shows the pause cleared.
+    @Test func aRestartHeardWhileThePausedQueueIsReadIsReportedOnce() {
+        var h = MachineHarness()
+        let a = h.entry("a", "q")
+        _ = h.send(.start(["q"]))
+        _ = h.send(MachineHarness.loaded("q", [a]))
+        _ = h.send(.stored([.failure(a, .waitForRestart, pause: .untilRestart)]))
+        #expect(h.send(.changes([.reload(["q"])])).loads == [["q"]])
+        #expect(h.send(.changes([.resumed(["q"])])).events.isEmpty, "held until the read is applied")
+        var restarted = a
+        restarted.task.attempts = 1
+        let read = h.send(MachineHarness.loaded("q", [restarted]))
+        #expect(read.events == [.resumed(queueName: "q"), .started(queueName: "q", key: "a", collection: "c", attempt: 2)])
+    }
+
     @Test func aStoredPausedHeadStaysPausedAndAnOverdueOneGetsItsTimer() throws {
         var h = MachineHarness()
         let paused = h.entry("a", "q1", attempts: 1, pause: .untilRestart)

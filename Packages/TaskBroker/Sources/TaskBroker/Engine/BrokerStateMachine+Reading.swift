@@ -170,6 +170,7 @@ extension BrokerStateMachine {
                 // action's outcome (which pauses the queue in memory once reported stored).
                 if state.inFlight { queues[queueName]?.readAfterOutcome = true }
                 if state.load != nil {
+                    if state.held?.task.pause != nil { queues[queueName]?.pausedWhenRestarted = true }
                     queues[queueName]?.load?.buffered.append(.resumed([queueName]))
                 } else {
                     clearPause(queueName, into: &out)
@@ -303,7 +304,8 @@ extension BrokerStateMachine {
             cancelTimer(timer, into: &out)
             state.timer = nil
         }
-        let wasPaused = state.held?.task.pause != nil
+        let wasPaused = state.held?.task.pause != nil || state.pausedWhenRestarted
+        state.pausedWhenRestarted = false
         state.held?.task.pause = nil
         queues[queueName] = state
         if wasPaused { out.append(.emit(.resumed(queueName: queueName))) }

@@ -176,6 +176,10 @@ struct BrokerStateMachine {
         /// claim that found the change had gone first already (`wentFirst`): a head replaced
         /// again and again would otherwise keep its queue first and the others waiting.
         var claimFoundChange = false
+        /// A restart arrived while the queue was being read and its head was paused then: the
+        /// restart is reported (`.resumed`) once the read is applied, even if the read already
+        /// shows the pause cleared.
+        var pausedWhenRestarted = false
         var wentFirst = false
         /// Read the queue again once the outcome in flight is stored: storage may already hold a
         /// newer state than that outcome will leave in memory (a restart heard while the action
