@@ -15,56 +15,95 @@ enum BacklogBenchmark {
     /// Actions saved per transaction while the backlog is stored.
     static let batch = 10_000
 
-    /// Stores each backlog shape on each backend and measures a broker started over it.
+    /// A build of the benchmarks to measure beside this one: `TB_BASELINE_BINARY` (its
+    /// `TaskBrokerBenchmarks` executable, which `Scripts/bench.sh` builds from `TB_BASELINE_REF`)
+    /// named `TB_BASELINE_LABEL`.
+    static var baseline: (binary: String, label: String)? {
+        let environment = ProcessInfo.processInfo.environment
+        guard let binary = environment["TB_BASELINE_BINARY"], !binary.isEmpty else { return nil }
+        return (binary, environment["TB_BASELINE_LABEL"] ?? "baseline")
+    }
+
+    /// Stores each backlog shape on each backend and measures a broker started over it, with this
+    /// build and, if given, the baseline build (each stores its own copy of the backlog, in its
+    /// own schema version, and measures it in a child process).
     static func run(postgresURL: String?) async throws {
+        let this = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().path
+        let builds = (baseline.map { [($0.label, $0.binary)] } ?? []) + [("this build", this)]
         print("Backlog: a broker started over \(actions) stored actions (JSON payloads of ~60 bytes), one child process per row")
-        print(padded("backend", 10) + padded("backlog", 34) + "setup → 1st call    RSS at call   RSS +3 s     peak")
+        print(padded("backend", 10) + padded("backlog", 26) + padded("build", 22) + "setup → 1st call   RSS at call    RSS +3 s        peak")
         var backends = ["sqlite"]
         if postgresURL != nil { backends.append("postgres") }
         for backend in backends {
             for queues in [0, 10, 100_000] {
-                let target = try await store(backend: backend, queues: queues, postgresURL: postgresURL)
-                let arguments = ["backlog-child", backend] + target
-                let result = try await runChild(arguments)
-                let label = queues == 0 ? "empty" : "\(actions) in \(queues) queues"
-                print(padded(backend, 10) + padded(label, 34) + result)
+                let label = queues == 0 ? "empty" : "\(actions) in \(queues) q"
+                var figures: [[Double]] = []
+                for (name, binary) in builds {
+                    let target = try await runChild(binary, ["backlog-store", backend, "\(queues)", postgresURL ?? ""])
+                        .split(separator: "\n").map(String.init)
+                    let numbers = try await runChild(binary, ["backlog-child", backend] + target)
+                        .split(separator: " ").compactMap { Double($0) }
+                    guard numbers.count == 4 else {
+                        print(padded(backend, 10) + padded(label, 26) + padded(name, 22) + "failed")
+                        continue
+                    }
+                    figures.append(numbers)
+                    print(
+                        padded(backend, 10) + padded(label, 26) + padded(name, 22)
+                            + String(format: "%14.3f s %9.0f MB %9.0f MB %9.0f MB", numbers[0], numbers[1], numbers[2], numbers[3])
+                    )
+                }
+                if figures.count == 2 {
+                    let (old, new) = (figures[0], figures[1])
+                    print(
+                        padded("", 36) + padded("this / baseline", 22)
+                            + String(format: "%14.3f × %9.2f × %9.2f × %9.2f ×", new[0] / old[0], new[1] / old[1], new[2] / old[2], new[3] / old[3])
+                    )
+                }
             }
         }
     }
 
-    /// Stores the backlog (none when `queues` is 0) in a fresh SQLite file or PostgreSQL schema;
-    /// returns the child's arguments that name it.
-    private static func store(backend: String, queues: Int, postgresURL: String?) async throws -> [String] {
+    /// `backlog-store BACKEND QUEUES URL`: stores a backlog of ``actions`` in `QUEUES` queues (none
+    /// for 0) in a fresh SQLite file or PostgreSQL schema, and prints the child's arguments that
+    /// name it, one per line.
+    static func store(_ arguments: [String]) async throws -> Never {
+        guard arguments.count == 3, let queues = Int(arguments[1]) else {
+            print("usage: backlog-store sqlite|postgres QUEUES URL")
+            exit(2)
+        }
         let database: TaskDatabase
         let target: [String]
-        if backend == "sqlite" {
+        if arguments[0] == "sqlite" {
             let path = try freshDirectory().appendingPathComponent("backlog.sqlite").path
             database = try await TaskDatabase.sqlite(path: path)
             target = [path]
         } else {
             let schema = "backlog_" + String(UInt32.random(in: .min ... .max), radix: 36)
-            var configuration = try TaskDatabase.PostgresConfiguration(url: postgresURL ?? "")
+            var configuration = try TaskDatabase.PostgresConfiguration(url: arguments[2])
             configuration.schema = schema
             database = try await TaskDatabase.postgres(configuration: configuration)
-            target = [postgresURL ?? "", schema]
+            target = [arguments[2], schema]
         }
-        guard queues > 0 else { return target }
-        var start = 0
-        while start < actions {
-            let end = min(start + batch, actions)
-            try await database.save((start..<end).map { NoOpAction(key: "k\($0)", queueName: "bl-q\($0 % queues)") })
-            start = end
+        if queues > 0 {
+            var start = 0
+            while start < actions {
+                let end = min(start + batch, actions)
+                try await database.save((start..<end).map { NoOpAction(key: "k\($0)", queueName: "bl-q\($0 % queues)") })
+                start = end
+            }
         }
-        return target
+        print(target.joined(separator: "\n"))
+        exit(0)
     }
 
     private static func padded(_ text: String, _ width: Int) -> String {
         text + String(repeating: " ", count: max(1, width - text.count))
     }
 
-    private static func runChild(_ arguments: [String]) async throws -> String {
+    private static func runChild(_ binary: String, _ arguments: [String]) async throws -> String {
         let child = Process()
-        child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        child.executableURL = URL(fileURLWithPath: binary)
         child.arguments = arguments
         let output = Pipe()
         child.standardOutput = output
@@ -80,8 +119,9 @@ enum BacklogBenchmark {
         return text.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    /// The child: opens the store, sets a broker up over it, and prints the time to the first
-    /// handler call and its memory (VmRSS at the call and 3 s later, VmHWM).
+    /// `backlog-child sqlite PATH | postgres URL SCHEMA`: opens the store, sets a broker up over
+    /// it, and prints the time to the first handler call and its memory (VmRSS at the call and 3 s
+    /// later, VmHWM).
     static func child(_ arguments: [String]) async throws -> Never {
         let database: TaskDatabase
         if arguments.first == "sqlite", arguments.count == 2 {
@@ -105,9 +145,11 @@ enum BacklogBenchmark {
         let elapsed = started.duration(to: .now)
         try await Task.sleep(for: .seconds(3))
         let status = memoryStatus()
-        print(String(
-            format: "%16.3f s %11.0f MB %9.0f MB %7.0f MB", seconds(elapsed), rssAtCall, status.rss, status.peak
-        ))
+        // Seconds to the first call, then RSS at it, 3 s later and at the peak, in MB.
+        print(String(format: "%.4f %.1f %.1f %.1f", seconds(elapsed), rssAtCall, status.rss, status.peak))
+        if arguments.first == "sqlite" {
+            try? FileManager.default.removeItem(at: URL(fileURLWithPath: arguments[1]).deletingLastPathComponent())
+        }
         exit(0)
     }
 

@@ -33,6 +33,10 @@ if arguments.count >= 2, arguments[1] == "pg-worker" {
     try await runPostgresWorker(Array(arguments.dropFirst(2)))
     exit(0)
 }
+// `TaskBrokerBenchmarks backlog-store …`: stores a backlog for the backlog benchmark.
+if arguments.count >= 2, arguments[1] == "backlog-store" {
+    try await BacklogBenchmark.store(Array(arguments.dropFirst(2)))
+}
 // `TaskBrokerBenchmarks backlog-child …`: one measurement of the backlog benchmark (BacklogBenchmark).
 if arguments.count >= 2, arguments[1] == "backlog-child" {
     try await BacklogBenchmark.child(Array(arguments.dropFirst(2)))
