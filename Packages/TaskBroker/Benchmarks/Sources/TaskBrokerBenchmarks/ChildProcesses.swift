@@ -91,9 +91,11 @@ struct BenchmarkChild {
 
     var pid: Int32 { process.processIdentifier }
 
-    static func start(_ arguments: [String], inbox: LineInbox) throws -> BenchmarkChild {
+    /// Starts `binary` (this benchmark's own executable by default) with `arguments`.
+    static func start(_ arguments: [String], binary: String? = nil, inbox: LineInbox) throws -> BenchmarkChild {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        process.executableURL = binary.map { URL(fileURLWithPath: $0) }
+            ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
         process.arguments = arguments
         let input = Pipe()
         let output = Pipe()

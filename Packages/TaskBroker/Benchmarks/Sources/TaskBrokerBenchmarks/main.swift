@@ -37,14 +37,22 @@ if arguments.count >= 2, arguments[1] == "pg-worker" {
 if arguments.count >= 2, arguments[1] == "backlog-store" {
     try await BacklogBenchmark.store(Array(arguments.dropFirst(2)))
 }
+// `TaskBrokerBenchmarks foreign-worker|foreign-saver …`: the processes of the foreign-save benchmark.
+if arguments.count >= 2, arguments[1] == "foreign-worker" {
+    try await ForeignSaveBenchmark.worker(Array(arguments.dropFirst(2)))
+}
+if arguments.count >= 2, arguments[1] == "foreign-saver" {
+    try await ForeignSaveBenchmark.saver(Array(arguments.dropFirst(2)))
+}
 // `TaskBrokerBenchmarks backlog-child …`: one measurement of the backlog benchmark (BacklogBenchmark).
 if arguments.count >= 2, arguments[1] == "backlog-child" {
     try await BacklogBenchmark.child(Array(arguments.dropFirst(2)))
 }
 let postgresURL = ProcessInfo.processInfo.environment["QUEUEKIT_PG_URL"].flatMap { $0.isEmpty ? nil : $0 }
-// `TaskBrokerBenchmarks backlog`: the backlog benchmark alone (PostgreSQL too if QUEUEKIT_PG_URL is set).
+// `TaskBrokerBenchmarks backlog`: the backlog benchmarks alone (PostgreSQL too if QUEUEKIT_PG_URL is set).
 if arguments.count == 2, arguments[1] == "backlog" {
     try await BacklogBenchmark.run(postgresURL: postgresURL)
+    try await ForeignSaveBenchmark.run(postgresURL: postgresURL)
     exit(0)
 }
 // `TaskBrokerBenchmarks pg`: the PostgreSQL section alone (needs QUEUEKIT_PG_URL).
@@ -335,7 +343,9 @@ if !onlyBurnDown {
     }
 }
 
-// 8. A broker started over a large backlog, on each backend (BacklogBenchmark).
+// 8. A broker started over a large backlog, and a worker's CPU per save made by another process,
+// on each backend (BacklogBenchmark, ForeignSaveBenchmark).
 if !onlyBurnDown {
     try await BacklogBenchmark.run(postgresURL: postgresURL)
+    try await ForeignSaveBenchmark.run(postgresURL: postgresURL)
 }
