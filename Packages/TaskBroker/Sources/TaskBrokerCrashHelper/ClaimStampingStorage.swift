@@ -42,12 +42,20 @@ struct ClaimStampingStorage: TaskStorage {
         try await base.queueNames()
     }
 
+    func queueNames(after name: String?, limit: Int) async throws -> [String] {
+        try await base.queueNames(after: name, limit: limit)
+    }
+
     func tasks(inQueue queueName: String) async throws -> [StoredTask] {
         try await base.tasks(inQueue: queueName)
     }
 
     func tasks(inQueues queueNames: [String]) async throws -> [String: [StoredTask]] {
         try await base.tasks(inQueues: queueNames)
+    }
+
+    func tasks(inQueues queueNames: [String], after positions: [String: Int64], limit: Int) async throws -> [String: [StoredTask]] {
+        try await base.tasks(inQueues: queueNames, after: positions, limit: limit)
     }
 
     func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> TaskFinishReport {

@@ -215,6 +215,20 @@ public final class PostgresTaskStorage: TaskStorage {
         }
     }
 
+    /// A page of the names of the queues that have stored actions, after `name`.
+    public func queueNames(after name: String?, limit: Int) async throws -> [String] {
+        try await run("list the queues") {
+            try await withConnection { [self] connection in
+                var names: [String] = []
+                let rows = try await connection.query(sql.queueNamesQuery(after: name, limit: max(1, limit)), logger: logger)
+                for try await name in rows.decode(String.self) {
+                    names.append(name)
+                }
+                return names
+            }
+        }
+    }
+
     /// Every stored action of the given queue(s), in enqueue order.
     public func tasks(inQueue queueName: String) async throws -> [StoredTask] {
         try await tasks(inQueues: [queueName])[queueName] ?? []
@@ -240,6 +254,25 @@ public final class PostgresTaskStorage: TaskStorage {
                 result.values[index].sort { $0.position < $1.position }
             }
             return result
+        }
+    }
+
+    /// The first `limit` stored actions of each of the given queues after the given positions, in enqueue order.
+    public func tasks(inQueues queueNames: [String], after positions: [String: Int64], limit: Int) async throws -> [String: [StoredTask]] {
+        guard !queueNames.isEmpty else { return [:] }
+        let after = queueNames.map { positions[$0] ?? .min }
+        return try await run("read \(queueNames.count) queue(s)") {
+            try await withConnection { [self] connection in
+                var result: [String: [StoredTask]] = [:]
+                let rows = try await connection.query(
+                    sql.tasksQuery(queueNames: queueNames, after: after, limit: max(1, limit)), logger: logger
+                )
+                for try await row in rows {
+                    let task = try PostgresSchema.task(row)
+                    result[task.queueName, default: []].append(task)
+                }
+                return result
+            }
         }
     }
 

@@ -86,6 +86,35 @@ public enum TaskStorageConformance: Sendable {
             try expect(read.keys.sorted() == ["q1", "q2"], "each queue that has actions, and no other: \(read.keys.sorted())")
             try expect(read["q1"]?.map(\.key) == ["a", "c"], "in enqueue order")
         },
+        Check("queue names are listed a page at a time") { storage in
+            _ = try await storage.save((0..<5).flatMap { [task("a\($0)", "q\($0)"), task("b\($0)", "q\($0)")] })
+            let first = try await storage.queueNames(after: nil, limit: 2)
+            try expect(first == ["q0", "q1"], "the first page, each name once: \(first)")
+            let next = try await storage.queueNames(after: "q1", limit: 2)
+            try expect(next == ["q2", "q3"], "the page after q1: \(next)")
+            let last = try await storage.queueNames(after: "q3", limit: 2)
+            try expect(last == ["q4"], "the last page: \(last)")
+            try expect(try await storage.queueNames(after: "q4", limit: 2).isEmpty, "nothing after the last name")
+        },
+        Check("a limited read returns the first actions of each queue, in enqueue order") { storage in
+            let saved = try await storage.save((0..<5).flatMap { [task("a\($0)", "q1"), task("b\($0)", "q2")] } + [task("c", "q3")])
+            // A completed head is gone from the read: the next actions take its place.
+            try expect(try await storage.claim([saved[0]], owner: "w", leaseDuration: .seconds(30)) == [.granted], "a0 runs")
+            try await storage.finish([.completed(saved[0])], owner: "w")
+            _ = try await storage.save([task("b1", "q2", payload: "again")])
+            let read = try await storage.tasks(inQueues: ["q1", "q2", "q3", "empty"], limit: 2)
+            try expect(read.keys.sorted() == ["q1", "q2", "q3"], "each queue that has actions, and no other: \(read.keys.sorted())")
+            try expect(read["q1"]?.map(\.key) == ["a1", "a2"], "the first two live actions: \(read["q1"]?.map(\.key) ?? [])")
+            try expect(read["q2"]?.map(\.key) == ["b0", "b1"], "a replaced action keeps its place: \(read["q2"]?.map(\.key) ?? [])")
+            try expect(read["q2"]?[1].payload == Data("again".utf8), "as last saved")
+            try expect(read["q3"]?.map(\.key) == ["c"], "a shorter queue is read whole")
+            let after = try await storage.tasks(
+                inQueues: ["q1", "q2", "q3"], after: ["q1": read["q1"]?.last?.position ?? 0, "q3": saved[10].position], limit: 2
+            )
+            try expect(after["q1"]?.map(\.key) == ["a3", "a4"], "read on after a position: \(after["q1"]?.map(\.key) ?? [])")
+            try expect(after["q2"]?.map(\.key) == ["b0", "b1"], "a queue without a position is read from its start")
+            try expect(after["q3"] == nil, "nothing after the last action: \(after.keys.sorted())")
+        },
         Check("completing deletes only the revision that ran") { storage in
             let saved = try await storage.save([task("a", "q1"), task("b", "q2")])
             try expect(try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30)) == [.granted, .granted], "both run")

@@ -55,18 +55,26 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
     let registry: ClaimRegistry
     let brokerID: UInt64
     let initialQueues: [String]
+    /// More stored queues than `initialQueues` come after this name: listed a page at a time.
+    let listedThrough: String?
+    /// How many queue names a listing returns at most.
+    static var queueNamesPerPage: Int { 1024 }
     let mailbox = Mailbox<BrokerStateMachine.Input>()
     let committer: any OutcomeCommitter
     let handlers = HandlerTasks()
     let events = EventBroadcaster()
     let finished = Latch()
     private let currentView = Mutex(BrokerView())
+    /// Whether the action type has a `sort(_:)` of its own (`nil`: no action decoded yet): its
+    /// queues are then read whole, since any stored action may run first.
+    let ordersBySort = Mutex<Bool?>(nil)
     let logger: Logger
     let metrics: BrokerMetrics
 
     init(
         name: String, brokerID: UInt64, handler: Handler, storage: any TaskStorage, registry: ClaimRegistry,
         configuration: TaskQueueBroker.Configuration, time: BrokerTime, initialQueues: [String],
+        listedThrough: String?,
         claimFilter: @escaping @Sendable (String) -> Bool
     ) {
         self.name = name
@@ -83,6 +91,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         self.configuration = configuration
         self.time = time
         self.initialQueues = initialQueues
+        self.listedThrough = listedThrough
         self.claimFilter = claimFilter
         var logger = configuration.logger
         logger[metadataKey: "broker"] = "\(name)"
@@ -164,7 +173,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 nextHeadLifetime: leaseDuration / 12,
                 claimLifetime: leaseDuration / 4,
                 sharingLifetime: leaseDuration,
-                askInterval: leaseDuration / 3
+                askInterval: leaseDuration / 3,
+                readsAheadBelow: max(1, configuration.readAhead) / 2
             ),
             accepts: { queueName in
                 guard filter(queueName) else { return .refused }
@@ -181,7 +191,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 group.addTask { await self.renewLeases() }
             }
             machine.now = time.elapsed()
-            machine.handle([.start(initialQueues)], into: &outputs)
+            machine.handle([.start(initialQueues, listedThrough: listedThrough)], into: &outputs)
             var done = perform(&outputs, timers: &timers, releases: &releases, group: &group)
             while !done, let inputs = await mailbox.next() {
                 // A timer that fired is done: drop it here (the machine only forgets its purpose).
@@ -229,6 +239,10 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             switch output {
             case .load(let queueNames):
                 group.addTask { await self.load(queueNames) }
+            case .readAhead(let requests):
+                group.addTask { await self.readAhead(requests) }
+            case .listQueues(let name):
+                group.addTask { await self.listQueues(after: name) }
             case .claim(let heads):
                 group.addTask { await self.claim(heads) }
             case .run(let entries, let next):
@@ -272,141 +286,6 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             }
         }
         return done
-    }
-
-    // MARK: - Storage
-
-    private func load(_ queueNames: [String]) async {
-        let since = time.elapsed()
-        let mailbox = self.mailbox
-        if let batchReader {
-            // One scan for all the queues; each is posted as soon as it is read and decoded.
-            let unreported = Mutex(Set(queueNames))
-            do {
-                try await batchReader.readQueues(queueNames, failed: { queueName, error in
-                    // A row of it does not decode: only this queue waits (and is read again).
-                    unreported.withLock { _ = $0.remove(queueName) }
-                    mailbox.post(.loadFailed([queueName], message: "\(error)"))
-                }) { queueName, tasks in
-                    unreported.withLock { _ = $0.remove(queueName) }
-                    let entries = BrokerEntry.decode(tasks, as: Handler.Action.self, since: since)
-                    mailbox.post(.loaded([queueName: entries], requested: [queueName]))
-                }
-                let empty = unreported.withLock { Array($0) }
-                if !empty.isEmpty { mailbox.post(.loaded([:], requested: empty)) }
-            } catch {
-                mailbox.post(.loadFailed(unreported.withLock { Array($0) }.sorted(), message: "\(error)"))
-            }
-            return
-        }
-        // Other backends: 256 queues a read, the first only 32: its queues start as soon as it is
-        // decoded, and a first read of 256 queues of 100 actions held up the whole start (~75 ms).
-        var start = 0
-        while start < queueNames.count {
-            let chunk = Array(queueNames[start..<min(start + (start == 0 ? 32 : 256), queueNames.count)])
-            start += chunk.count
-            do {
-                let byQueue = try await storage.tasks(inQueues: chunk)
-                var entries: [String: [BrokerEntry]] = [:]
-                for (queueName, tasks) in byQueue {
-                    entries[queueName] = BrokerEntry.decode(tasks, as: Handler.Action.self, since: since)
-                }
-                mailbox.post(.loaded(entries, requested: chunk))
-            } catch {
-                mailbox.post(.loadFailed(chunk, message: "\(error)"))
-            }
-        }
-    }
-
-    private func claim(_ heads: [StoredTask]) async {
-        do {
-            let sentAt = time.elapsed()
-            let results = try await storage.claim(heads, owner: owner, leaseDuration: leaseDuration)
-            mailbox.post(.claimed(heads, results: results, sentAt: sentAt))
-        } catch {
-            mailbox.post(.claimFailed(heads, message: "\(error)"))
-        }
-    }
-
-    /// Waits for the leases let go as the broker stopped to be released, so that `shutdown()`
-    /// returns with them free, but no longer than `limit` (real time: a database that stopped
-    /// answering must not hold the shutdown; the leases then expire as usual).
-    private static func finish(_ releases: [Task<Void, Never>], within limit: Duration) async {
-        guard !releases.isEmpty else { return }
-        // Not a task group: it would wait for a release that hangs (awaiting a task's value does
-        // not end when the waiter is cancelled).
-        let (done, signal) = AsyncStream<Void>.makeStream()
-        // Ends with the releases (cancelled below when they overrun), so it outlives the broker by no more.
-        Task {
-            for release in releases {
-                await release.value
-            }
-            signal.yield()
-        }
-        let timer = Task {
-            try? await Task.sleep(for: limit)
-            signal.yield()
-        }
-        for await _ in done { break }
-        timer.cancel()
-        for release in releases {
-            release.cancel()
-        }
-    }
-
-    private func release(_ queueNames: [String]) async {
-        do {
-            try await storage.release(queueNames, owner: owner)
-            logger.debug("released the leases of \(queueNames.count) queue(s) claimed as the broker stopped")
-        } catch {
-            logger.warning("could not release the leases of \(queueNames.count) queue(s) claimed as the broker stopped (\(Self.summary(queueNames))); other workers take them over when the leases expire: \(error)")
-        }
-    }
-
-    private func announceSpareCapacity(room: Int) async {
-        do {
-            try await storage.announceSpareCapacity(pool: name, room: room)
-            logger.debug("has room for \(room) more queue(s): asked the pool's other workers to let queues go")
-        } catch {
-            // The machine asks again at its next refused claim, once its pause between asks ends.
-            logger.debug("could not ask the pool's other workers to let queues go: \(error)")
-        }
-    }
-
-    /// Renews the leases of the running actions every third of the lease (counted from the start
-    /// of each renewal, which may take a while), until cancelled. A renewal that fails is tried
-    /// again a twelfth of the lease later (storage gives a renewal at most a quarter of the lease:
-    /// a third, a quarter and a twelfth leave a third of it); a lease another worker took over is
-    /// reported to the machine (the action's outcome will be refused).
-    private func renewLeases() async {
-        let lease = leaseDuration
-        let interval = lease / 3
-        let retry = lease / 12
-        var wait = interval
-        // Real time, not the injected clock: a lease expires on the database server's clock.
-        let clock = ContinuousClock()
-        while true {
-            do {
-                try await Task.sleep(for: wait)
-            } catch {
-                return
-            }
-            wait = interval
-            let running = Array(view().inFlight.keys)
-            guard !running.isEmpty else { continue }
-            let began = clock.now
-            do {
-                let lost = try await storage.renew(running, owner: owner, leaseDuration: lease)
-                wait = max(.zero, interval - (clock.now - began))
-                if !lost.isEmpty {
-                    logger.warning("another worker took over \(lost.count) queue(s) whose action still runs here (\(Self.summary(lost))); their outcomes will not be stored")
-                    mailbox.post(.leaseLost(lost))
-                }
-            } catch {
-                wait = retry
-                logger.error("could not renew the leases of \(running.count) running queue(s); trying again in \(retry): \(error)")
-            }
-        }
     }
 
     // MARK: - Running handlers
@@ -499,35 +378,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
     }
 
     /// The first queue names of a list, for a log line.
-    private static func summary(_ queueNames: [String]) -> String {
+    static func summary(_ queueNames: [String]) -> String {
         let shown = queueNames.prefix(5).joined(separator: ", ")
         return queueNames.count > 5 ? "\(shown), and \(queueNames.count - 5) more" : shown
-    }
-}
-
-/// A broker's counters and timers (swift-metrics; silent unless a backend is bootstrapped).
-struct BrokerMetrics: Sendable {
-    let broker: String
-    let handled: Counter
-    let failed: Counter
-    let retried: Counter
-    let queueWait: Metrics.Timer
-    let handleDuration: Metrics.Timer
-    let leasesLost: Counter
-
-    init(broker: String) {
-        self.broker = broker
-        let dimensions = [("broker", broker)]
-        handled = Counter(label: "taskbroker_actions_handled", dimensions: dimensions)
-        failed = Counter(label: "taskbroker_actions_failed", dimensions: dimensions)
-        retried = Counter(label: "taskbroker_actions_retried", dimensions: dimensions)
-        queueWait = Metrics.Timer(label: "taskbroker_queue_wait", dimensions: dimensions)
-        handleDuration = Metrics.Timer(label: "taskbroker_handle_duration", dimensions: dimensions)
-        leasesLost = Counter(label: "taskbroker_leases_lost", dimensions: dimensions)
-    }
-
-    /// Failed storage operations of one kind (each retried after a backoff).
-    func storageFailures(_ operation: TaskStorageOperation) -> Counter {
-        Counter(label: "taskbroker_storage_failures", dimensions: [("broker", broker), ("operation", operation.rawValue)])
     }
 }

@@ -4,7 +4,7 @@ import Foundation
 extension BrokerStateMachine {
     // MARK: - Reading queues
 
-    mutating func loaded(_ queueName: String, _ entries: [BrokerEntry], into out: inout [Output]) {
+    mutating func loaded(_ queueName: String, _ entries: [BrokerEntry], truncated: Bool = false, into out: inout [Output]) {
         guard var state = queues.removeValue(forKey: queueName) else { return }
         guard let load = state.load else {
             queues[queueName] = state
@@ -17,6 +17,10 @@ extension BrokerStateMachine {
             return
         }
         state.load = nil
+        firstReads.remove(queueName)
+        state.truncated = truncated
+        state.readThrough = truncated ? entries.lazy.map(\.task.position).max() ?? .min : .min
+        state.append = nil  // a read ahead under way is superseded: its answer is ignored
         // Forget what the queue held before, except an action in flight.
         for entry in state.waiting[state.head...] where locations[entry.id] == queueName {
             locations[entry.id] = nil
@@ -72,6 +76,7 @@ extension BrokerStateMachine {
             }
         }
         state.waiting = list
+        readAheadIfLow(&state, queueName)
         queues[queueName] = state
         for change in load.buffered {
             if case .saved(let entry) = change, entry.task.revision <= state.loadedThrough { continue }
@@ -115,10 +120,7 @@ extension BrokerStateMachine {
             case .ownedElsewhere:
                 return
             }
-            var fresh = Queue(load: Queue.Load())
-            fresh.loadedThrough = forgottenThrough
-            queues[queueName] = fresh
-            loadsToIssue.append(queueName)
+            learned(queueName)
             return
         }
         if let leaseWait = state.leaseWait {
@@ -159,6 +161,9 @@ extension BrokerStateMachine {
                 queues[task.queueName]?.load?.buffered.append(change)
                 return
             }
+            inPlace(task.queueName) { state in
+                if state.append != nil { state.append?.deleted.insert(BrokerActionID(task)) }
+            }
             let id = BrokerActionID(task)
             let queueName = locations[id]
             removeEntry(id, revision: task.revision, into: &out)
@@ -190,6 +195,8 @@ extension BrokerStateMachine {
             }
             state.waiting = []
             state.head = 0
+            state.truncated = false
+            state.append = nil
             state.nextClaim = nil
             if let held = state.held {
                 if locations[held.id] == queueName { locations[held.id] = nil }
@@ -265,6 +272,14 @@ extension BrokerStateMachine {
             let middle = (low + high) / 2
             if entry.runs(before: current.waiting[middle]) { high = middle } else { low = middle + 1 }
         }
+        if current.truncated, entry.task.position > current.readThrough {
+            // After what was read: the next read finds the action in storage, or, if one is under
+            // way and its answer reaches the action, the action is added after it.
+            current.append?.saved.append(entry)
+            queues[queueName] = current
+            markReady(queueName)
+            return
+        }
         current.waiting.insert(entry, at: low)
         queues[queueName] = current
         locations[id] = queueName
@@ -295,6 +310,8 @@ extension BrokerStateMachine {
         if let index = state.waiting[state.head...].firstIndex(where: { $0.id == id && (revision == nil || $0.task.revision == revision) }) {
             locations[id] = nil
             state.waiting.remove(at: index)
+            readAheadIfLow(&state, queueName)
+            if state.needsRefill, phase == .running { readAgain(&state, queueName) }
         }
     }
 

@@ -18,6 +18,7 @@ extension BrokerStateMachine {
             if let pick = take(from: &state, queueName, into: &out) {
                 state.inFlight = true
                 running += 1
+                readAheadIfLow(&state, queueName)
                 if let next = state.nextClaim, next.id == pick.id, next.revision == pick.task.revision, now < next.deadline {
                     claimed.append(pick)
                 } else {

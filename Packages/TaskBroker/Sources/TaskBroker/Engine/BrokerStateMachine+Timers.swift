@@ -44,6 +44,8 @@ extension BrokerStateMachine {
             }
         case .retryStore(let outcomes):
             out.append(.store(outcomes))
+        case .retryList:
+            listing = false
         case .leaseExpiry(let queueName, let first):
             // The lease may have expired (its holder died): claim the head again, first in the line.
             // Its action has waited since the dead holder claimed it, longer than any queue in the
@@ -80,7 +82,16 @@ extension BrokerStateMachine {
 
     /// Puts a queue at the back of the ready line (at its front when `first`) if its head may run.
     mutating func markReady(_ queueName: String, first: Bool = false) {
-        guard !readySet.contains(queueName), inPlace(queueName, { $0.isRunnable() }) == true else { return }
+        guard !readySet.contains(queueName) else { return }
+        let reads = phase == .running
+        let (runnable, refills) = inPlace(queueName) { state -> (Bool, Bool) in
+            // What was read ahead has run and storage holds more: read on.
+            guard reads, state.needsRefill else { return (state.isRunnable(), false) }
+            state.load = Queue.Load()
+            return (false, true)
+        } ?? (false, false)
+        if refills { loadsToIssue.append(queueName) }
+        guard runnable else { return }
         if first {
             if readyHead > 0 {
                 readyHead -= 1

@@ -50,205 +50,19 @@ struct BrokerStateMachine {
         /// do (and the names it ignores): a queue name used once (one per user, say) would
         /// otherwise be kept for the broker's lifetime. A forgotten queue is read again when it changes.
         var keepsIdleQueuesUpTo = 1024
-    }
-
-    /// What happened.
-    enum Input: Sendable {
-        /// The broker starts; these stored queues are its own.
-        case start([String])
-        /// Queues were read: the actions of each requested queue in run order (absent: none stored).
-        case loaded([String: [BrokerEntry]], requested: [String])
-        /// Reading these queues failed.
-        case loadFailed([String], message: String)
-        /// Committed changes, in commit order.
-        case changes([BrokerChange])
-        /// The claim of these heads answered, one result per head.
-        case claimed([StoredTask], results: [TaskClaimResult], sentAt: Duration = .zero)
-        /// The claim of these heads failed.
-        case claimFailed([StoredTask], message: String)
-        /// The outcomes about to be reported `stored` for these queues also claimed their next
-        /// heads (shared backends): each may start without a claim, if it is still the head and
-        /// its claim is young. `sentAt` is when the finish that claimed them was sent (the
-        /// engine's elapsed time): the claim's age counts from then.
-        case continued([String], sentAt: Duration = .zero)
-        /// These outcomes are committed.
-        case stored([BrokerOutcome])
-        /// Storing these outcomes failed; nothing of them was applied.
-        case storeFailed([BrokerOutcome], message: String)
-        /// A timer the machine started has fired.
-        case timerFired(UInt64)
-        /// Another worker took these queues over (shared backends): the outcome of the action in
-        /// flight was not stored; read the queues again.
-        case leaseLost([String])
-        /// The actions in flight in these queues were deleted or replaced in storage before their
-        /// outcome was stored (by another process: the change itself may still be on its way):
-        /// nothing was stored for them; read the queues again.
-        case outdated([String])
-        /// Stop taking actions; finish once the running ones are stored.
-        case shutdown
-        /// The shutdown timeout passed: give up on running handlers.
-        case abandon
-        /// After `abandon`: every outcome handed to the committer has been dealt with.
-        case committerDrained
-    }
-
-    /// What to do.
-    enum Output: Sendable {
-        /// Read these queues; answer with `loaded` or `loadFailed`.
-        case load([String])
-        /// Claim these heads; answer with `claimed` or `claimFailed`.
-        case claim([StoredTask])
-        /// Run these actions' handlers; their outcomes go to the committer. `next` holds, for each,
-        /// the head its queue runs after it (shared backends): its finish claims that head too.
-        case run([BrokerEntry], next: [StoredTask?])
-        /// Let go of the leases just granted on these queues (the broker stops); nothing answers.
-        case release([String])
-        /// Tell the pool's other workers that this one has room and waits for queues they hold
-        /// (``TaskStorage/announceSpareCapacity(pool:room:)``); nothing answers.
-        case announceSpareCapacity(room: Int)
-        /// Store these outcomes (through the committer); answer with `stored` or `storeFailed`.
-        case store([BrokerOutcome])
-        /// Start a timer; answer with `timerFired` unless cancelled first.
-        case startTimer(UInt64, TimerDelay)
-        /// Cancel a timer.
-        case cancelTimer(UInt64)
-        /// Report an event.
-        case emit(TaskBrokerEvent)
-        /// Cancel the running handlers and ignore their outcomes.
-        case cancelHandlers
-        /// Accept no more outcomes; store those already handed over, then answer `committerDrained`.
-        case drainCommitter
-        /// Nothing is left to do: the broker has stopped.
-        case finish
-    }
-
-    /// When a timer fires.
-    enum TimerDelay: Sendable, Equatable {
-        /// At a wall-clock date (a stored retry time).
-        case until(Date)
-        /// After a duration (a storage retry).
-        case after(Duration)
+        /// How many queues the broker reads ahead of running them: queues read for the first time
+        /// plus queues ready and waiting for a slot. Queues beyond it wait, as names, until these
+        /// run out (see `readUnread`), so that a broker started over many queues holds a bounded
+        /// part of them in memory and starts the first ones after one small read.
+        var workingSet = 256
+        /// A queue read only in part reads ahead (the next actions after its last one) once this
+        /// many or fewer of its actions are left to run: before it runs out, so that the queue's
+        /// next head is always known (a shared backend's finish claims it with the outcome).
+        var readsAheadBelow = 16
     }
 
     enum Phase: Equatable {
         case running, stopping, abandoning, finished
-    }
-
-    /// One queue the broker owns.
-    struct Queue {
-        /// Actions waiting, in run order, from `head` on.
-        var waiting: [BrokerEntry] = []
-        var head = 0
-        /// The sticky head: the action taken to run; it stays first until it succeeds.
-        var held: BrokerEntry?
-        /// Whether `held` is claimed, running or having its outcome stored.
-        var inFlight = false
-        /// The timer of `held`'s timed retry.
-        var timer: UInt64?
-        /// Set while the queue is read; the queue runs nothing until it is read.
-        var load: Load?
-        /// The newest revision a read of this queue saw: a save no newer is already reflected.
-        var loadedThrough: Int64 = 0
-        /// Waiting for a claim to be tried again.
-        var blocked = false
-        /// Another worker holds the queue's lease: the timer that claims its head again once the
-        /// lease may have expired (a change to the queue reads it at once).
-        var leaseWait: UInt64?
-        /// The lease was lost while `held` was in flight: read the queue again once its outcome arrives.
-        var released = false
-        /// Storage found `held` deleted or replaced when its outcome was stored: discard the outcome
-        /// and read the queue again.
-        var outdated = false
-        /// The finish of `held` also claimed the queue's next head (`continued`), sent at `continuedAt`.
-        var continued = false
-        var continuedAt: Duration = .zero
-        /// The head claimed with its predecessor's outcome: it starts without a claim while it is
-        /// still the head and its claim is young (see `Configuration.nextHeadLifetime`).
-        var nextClaim: NextClaim?
-        /// A finish kept the queue's lease for its next head (`continued`), and the queue has not been
-        /// claimed since: the broker may hold the lease with nothing in flight, also once `nextClaim`
-        /// is spent or was never recorded (the queue was being read, or its head changed). A
-        /// stopping broker lets such leases go, so that other workers need not wait for them to
-        /// expire. (An idle queue is forgotten all the same: its lease then expires.)
-        var keptLease = false
-        /// Read because its claim found the head changed: the queue had its turn in the line, so
-        /// once read it takes its turn again first, not at the back (see `loaded`). Not when the
-        /// claim that found the change had gone first already (`wentFirst`): a head replaced
-        /// again and again would otherwise keep its queue first and the others waiting.
-        var claimFoundChange = false
-        /// A restart arrived while the queue was being read and its head was paused then: the
-        /// restart is reported (`.resumed`) once the read is applied, even if the read already
-        /// shows the pause cleared.
-        var pausedWhenRestarted = false
-        var wentFirst = false
-        /// Read the queue again once the outcome in flight is stored: storage may already hold a
-        /// newer state than that outcome will leave in memory (a restart heard while the action
-        /// ran, possibly committed after its outcome; a read that showed the outcome committed).
-        var readAfterOutcome = false
-        /// The action in flight lets the queue go with its outcome for another worker of the pool
-        /// (`sharing`): once stored, the queue is not claimed here again for a while.
-        var letGo = false
-
-        struct NextClaim {
-            var id: BrokerActionID
-            var revision: Int64
-            /// The timer that ends the claim's use.
-            var timer: UInt64
-            /// When the claim is too old to use (``BrokerStateMachine/now``), whether or not its
-            /// timer has fired: after a stall of the whole process (SIGSTOP, a paused VM) the timer
-            /// and the outcome that frees a slot for the head arrive together, in either order.
-            var deadline: Duration
-        }
-
-        struct Load {
-            /// Changes that arrived during the read, applied after it.
-            var buffered: [BrokerChange] = []
-            /// Read again when this read ends (something changed that cannot be replayed).
-            var again = false
-            /// A read is under way (`false` while waiting for a retry).
-            var inProgress = true
-        }
-
-        var pending: Int { waiting.count - head + (held == nil ? 0 : 1) }
-
-        /// Nothing to run, read, claim, store or wait for: the queue may be forgotten, and read
-        /// again when it changes.
-        var isIdle: Bool {
-            pending == 0 && load == nil && !inFlight && timer == nil && !blocked && leaseWait == nil
-                && !released && !outdated && !continued && nextClaim == nil
-        }
-
-        /// The finish of the action in flight, sent at `sentAt`, also claimed the next head.
-        mutating func markContinued(sentAt: Duration) {
-            guard inFlight else { return }
-            continued = true
-            continuedAt = sentAt
-        }
-
-        /// Whether the head may be taken now (see `markReady`). Mutating only so that it is called
-        /// in place (``BrokerStateMachine/inPlace(_:_:)``), without copying the queue.
-        mutating func isRunnable() -> Bool {
-            guard load == nil, !inFlight, !blocked, leaseWait == nil, pending > 0 else { return false }
-            return held?.task.pause == nil
-        }
-
-        /// Whether the sticky head is this version of this action (compared in place, without
-        /// copying the entry).
-        func holds(_ task: StoredTask) -> Bool {
-            held?.task.isVersion(of: task) ?? false
-        }
-
-        /// Forgets the next head's claim if `token` is the timer that started with it.
-        mutating func dropNextClaim(startedBy token: UInt64) {
-            if nextClaim?.timer == token { nextClaim = nil }
-        }
-
-        /// The head after the sticky head, if it may be claimed with the sticky head's outcome.
-        /// Mutating only to be called in place (see `isRunnable()`).
-        mutating func claimableNext() -> StoredTask? {
-            guard head < waiting.count, waiting[head].action != nil, waiting[head].task.pause == nil else { return nil }
-            return waiting[head].task
-        }
     }
 
     enum TimerPurpose {
@@ -266,6 +80,8 @@ struct BrokerStateMachine {
         case sharingEnds
         /// This worker may ask for queues again (`askPause`).
         case askPauseEnds
+        /// Listing stored queue names may be tried again.
+        case retryList
     }
 
     let configuration: Configuration
@@ -298,6 +114,7 @@ struct BrokerStateMachine {
     /// The queues each failing operation holds up.
     var failing: [TaskStorageOperation: Set<String>] = [:]
     var loadsToIssue: [String] = []
+    var readAheadsToIssue: [ReadAheadRequest] = []
     /// Another worker of the pool has room (shared backends): until the `sharing` timer fires, up
     /// to `sharingBudget` queues whose action starts while more ready queues wait than this worker
     /// can run are let go with the action's outcome instead of being kept for the next head, so
@@ -322,6 +139,18 @@ struct BrokerStateMachine {
         case ownedElsewhere
     }
 
+    /// Queues known to have stored actions and not read yet, in the order the broker learned of
+    /// them, from `unreadHead` on: read as the working set has room (`readUnread`).
+    var unread: [String] = []
+    var unreadHead = 0
+    var unreadSet: Set<String> = []
+    /// Queues under their first read (from `unread`, or a change to a queue not in memory).
+    var firstReads: Set<String> = []
+    /// Stored queues not listed yet come after this name (`nil`: every stored queue was listed).
+    var listCursor: String?
+    /// A listing of stored queue names is under way, or waits for its retry.
+    var listing = false
+
     /// The newest revision a read saw in any queue forgotten since (see `forgetIdleQueues`): a
     /// queue read anew skips older saves, as the forgotten one did (SQLite: revisions follow commits).
     var forgottenThrough: Int64 = 0
@@ -341,18 +170,27 @@ struct BrokerStateMachine {
         for input in inputs {
             handle(input, into: &out)
         }
-        if !loadsToIssue.isEmpty {
-            out.append(.load(loadsToIssue))
-            loadsToIssue = []
-        }
         if phase == .running {
             launch(into: &out)
+            readUnread()
+            if let cursor = listCursor, !listing, unread.count - unreadHead < configuration.workingSet {
+                listing = true
+                out.append(.listQueues(after: cursor))
+            }
             askForQueues(into: &out)
             if queues.count > forgetAbove { forgetIdleQueues() }
             if ignored.count > configuration.keepsIdleQueuesUpTo { ignored = [] }
         } else if phase == .stopping, running == 0 {
             finish(into: &out)
         }
+        if !loadsToIssue.isEmpty, phase != .finished {
+            out.append(.load(loadsToIssue))
+        }
+        loadsToIssue = []
+        if !readAheadsToIssue.isEmpty, phase != .finished {
+            out.append(.readAhead(readAheadsToIssue))
+        }
+        readAheadsToIssue = []
     }
 
     /// Forgets the queues with nothing to run, read, claim, store or wait for. The next limit is
@@ -376,15 +214,40 @@ struct BrokerStateMachine {
     mutating func handle(_ input: Input, into out: inout [Output]) -> Void {
         guard phase != .finished else { return }
         switch input {
-        case .start(let queueNames):
-            for queueName in queueNames where queues[queueName] == nil {
-                queues[queueName] = Queue(load: Queue.Load())
-                loadsToIssue.append(queueName)
+        case .start(let queueNames, let listedThrough):
+            for queueName in queueNames where queues[queueName] == nil && !unreadSet.contains(queueName) {
+                unread.append(queueName)
+                unreadSet.insert(queueName)
             }
-        case .loaded(let byQueue, let requested):
+            listCursor = listedThrough
+        case .listed(let queueNames, let next):
+            recovered(.load, [], into: &out)
+            listing = false
+            listCursor = next
+            for queueName in queueNames where queues[queueName] == nil && !unreadSet.contains(queueName) && !ignored.contains(queueName) {
+                switch accepts(queueName) {
+                case .runs: learned(queueName)
+                case .refused: ignored.insert(queueName)
+                case .ownedElsewhere: break
+                }
+            }
+        case .listFailed(let message):
+            let delay = backoff(after: .load)
+            _ = startTimer(.retryList, .after(delay), into: &out)
+            out.append(.emit(.storageFailed(operation: .load, queueNames: [], message: message, retryIn: delay)))
+        case .loaded(let byQueue, let requested, let truncated):
             recovered(.load, requested, into: &out)
             for queueName in requested {
-                loaded(queueName, byQueue[queueName] ?? [], into: &out)
+                loaded(queueName, byQueue[queueName] ?? [], truncated: truncated.contains(queueName), into: &out)
+            }
+        case .readAhead(let byQueue, let tokens, let truncated):
+            for (queueName, token) in tokens.sorted(by: { $0.key < $1.key }) {
+                readAhead(queueName, byQueue[queueName] ?? [], token: token, truncated: truncated.contains(queueName), into: &out)
+            }
+        case .readAheadFailed(let tokens):
+            for (queueName, token) in tokens.sorted(by: { $0.key < $1.key }) {
+                inPlace(queueName) { if $0.append?.token == token { $0.append = nil } }
+                markReady(queueName)
             }
         case .loadFailed(let queueNames, let message):
             loadFailed(queueNames, message: message, into: &out)

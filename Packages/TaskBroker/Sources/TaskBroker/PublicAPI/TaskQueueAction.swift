@@ -1,4 +1,5 @@
 public import Foundation
+import Synchronization
 
 /// A unit of work stored in a ``TaskDatabase`` and run by the ``TaskQueueBroker`` that claims its queue.
 ///
@@ -38,6 +39,22 @@ extension TaskQueueAction {
     /// - Parameter other: Another action of the same queue.
     /// - Returns: `.orderedSame`, so that the enqueue order decides.
     public func sort(_ other: Self) -> ComparisonResult {
-        .orderedSame
+        SortProbe.current?.notedDefault.store(true, ordering: .relaxed)
+        return .orderedSame
     }
+
+    /// Whether the type orders its queues with a `sort(_:)` of its own rather than the default
+    /// (enqueue order): a broker then reads such a queue whole, since any stored action may run
+    /// first. Told apart by calling `sort` with a probe that only the default implementation marks.
+    var ordersBySort: Bool {
+        let probe = SortProbe()
+        SortProbe.$current.withValue(probe) { _ = self.sort(self) }
+        return !probe.notedDefault.load(ordering: .relaxed)
+    }
+}
+
+/// Marked by the default `sort(_:)` when it runs inside ``TaskQueueAction/ordersBySort``.
+final class SortProbe: Sendable {
+    @TaskLocal static var current: SortProbe?
+    let notedDefault = Atomic(false)
 }

@@ -47,6 +47,10 @@ public final class TaskQueueBroker: Service, Sendable {
         /// queue, claiming a head, storing an outcome): doubling from 50 ms up to 5 s by default.
         /// The queues concerned keep their place and wait; nothing needs a restart.
         public var storageRetryBackoff: Backoff
+        /// How many stored actions of a queue the broker reads at a time and keeps in memory: once
+        /// half of them or fewer are left to run, it reads the next ones; the rest of the queue
+        /// stays in the database. A queue whose action type has its own `sort(_:)` is read whole instead.
+        package var readAhead = 64
 
         /// Creates a configuration.
         ///
@@ -173,9 +177,14 @@ public final class TaskQueueBroker: Service, Sendable {
         let registration = try await database.register(BrokerClaim(name: name, isPrefixClaim: isPrefixClaim))
         let early = EarlyChanges()
         registration.listen { changes in early.deliver(changes) }
+        // The first page of stored queues; the engine lists the others as it runs out of queues
+        // to read, so a broker over 100,000 queues starts after one page.
         let mine: [String]
+        let listedThrough: String?
         do {
-            mine = try await database.storage.queueNames().filter(filter)
+            let page = try await database.storage.queueNames(after: nil, limit: BrokerEngine<Handler>.queueNamesPerPage)
+            listedThrough = page.count >= BrokerEngine<Handler>.queueNamesPerPage ? page.last : nil
+            mine = page.filter(filter)
             try registration.claim(mine)
         } catch {
             await registration.cancel()
@@ -184,7 +193,8 @@ public final class TaskQueueBroker: Service, Sendable {
         let time = BrokerTime(clock: clock, wallClock: configuration.wallClock)
         let engine = BrokerEngine(
             name: name, brokerID: registration.brokerID, handler: handler, storage: database.storage,
-            registry: database.registry, configuration: configuration, time: time, initialQueues: mine, claimFilter: filter
+            registry: database.registry, configuration: configuration, time: time, initialQueues: mine,
+            listedThrough: listedThrough, claimFilter: filter
         )
         // The changes heard so far, then every later one: a save that lands during the load is
         // applied after it.

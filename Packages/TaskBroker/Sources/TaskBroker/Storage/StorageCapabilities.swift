@@ -5,13 +5,16 @@
 /// A backend that reads many queues in one pass and reports each queue as soon as it is read
 /// (and a failure per queue), instead of in chunks through ``TaskStorage/tasks(inQueues:)``.
 package protocol BatchQueueReading: TaskStorage {
-    /// Reads `queueNames`, calling `body` once per queue read (in no particular order) and
-    /// `failed` for a queue whose rows do not decode; queues with nothing stored are not reported.
+    /// Reads `queueNames` (the first `limit` actions of each in enqueue order after its position
+    /// in `positions`, if any; all of them for a `nil` limit), calling `body` once per queue read
+    /// (in no particular order) and `failed` for a queue whose rows do not decode; queues with
+    /// nothing stored are not reported.
     ///
     /// - Throws: ``TaskBrokerError`` when the read as a whole fails; the queues not reported by
     ///   then were not read.
     func readQueues(
-        _ queueNames: [String], failed: @escaping @Sendable (String, TaskBrokerError) -> Void,
+        _ queueNames: [String], after positions: [String: Int64], limit: Int?,
+        failed: @escaping @Sendable (String, TaskBrokerError) -> Void,
         _ body: @escaping @Sendable (String, [StoredTask]) -> Void
     ) async throws
 }

@@ -127,6 +127,17 @@ public protocol TaskStorage: Sendable {
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
     func queueNames() async throws -> [String]
 
+    /// The names of the queues that have stored actions, sorted as the backend orders names, after
+    /// `name` (from the first for `nil`), at most `limit` of them: a broker lists its queues a page
+    /// at a time, as it runs out of queues to read. The default filters ``queueNames()``; a backend
+    /// with an index on the queue name skips from one name to the next through it.
+    ///
+    /// - Parameters:
+    ///   - name: The name the page starts after.
+    ///   - limit: The most names returned (at least 1).
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
+    func queueNames(after name: String?, limit: Int) async throws -> [String]
+
     /// Every stored action of a queue, in enqueue order.
     ///
     /// - Parameter queueName: The queue.
@@ -214,6 +225,20 @@ public protocol TaskStorage: Sendable {
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
     func tasks(inQueues queueNames: [String]) async throws -> [String: [StoredTask]]
 
+    /// The first `limit` stored actions of each of several queues whose position is after the
+    /// given one (from the queue's start for a queue absent from `positions`), in enqueue order
+    /// (queues without such actions are absent): what a broker reads ahead of the heads it runs,
+    /// so that the memory and the time of a read do not grow with a queue's backlog. The default
+    /// reads whole queues through ``tasks(inQueues:)`` and keeps those actions; a backend with an
+    /// index on queue and position reads only them.
+    ///
+    /// - Parameters:
+    ///   - queueNames: The queues.
+    ///   - positions: Per queue, the position the actions returned come after.
+    ///   - limit: The most actions returned per queue (at least 1).
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
+    func tasks(inQueues queueNames: [String], after positions: [String: Int64], limit: Int) async throws -> [String: [StoredTask]]
+
     /// The changes every process commits, for a backend shared by several processes; `nil` (the
     /// default) for a backend whose changes are all made through this process's ``TaskDatabase``.
     ///
@@ -271,59 +296,6 @@ public protocol TaskStorage: Sendable {
     ///   - room: How many more queues this worker could run now.
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`; the broker asks again later.
     func announceSpareCapacity(pool: String, room: Int) async throws
-}
-
-extension TaskStorage {
-    /// Reads the queues one at a time through ``tasks(inQueue:)``.
-    ///
-    /// - Parameter queueNames: The queues.
-    /// - Returns: The actions of each queue that has some.
-    /// - Throws: What ``tasks(inQueue:)`` throws.
-    public func tasks(inQueues queueNames: [String]) async throws -> [String: [StoredTask]] {
-        var result: [String: [StoredTask]] = [:]
-        for queueName in queueNames {
-            let tasks = try await tasks(inQueue: queueName)
-            if !tasks.isEmpty { result[queueName] = tasks }
-        }
-        return result
-    }
-
-    /// No change feed: every change is made through this process's ``TaskDatabase``.
-    ///
-    /// - Returns: `nil`.
-    public func changes() async throws -> AsyncStream<[TaskStorageChange]>? {
-        nil
-    }
-
-    /// Not shared: one process uses the backend.
-    public var isShared: Bool { false }
-
-    /// The broker's lease duration applies.
-    public var leaseDuration: Duration? { nil }
-
-    /// No leases to renew.
-    ///
-    /// - Returns: No lost queues.
-    public func renew(_ queueNames: [String], owner: String, leaseDuration: Duration) async throws -> [String] {
-        []
-    }
-
-    /// No leases to release.
-    public func release(_ queueNames: [String], owner: String) async throws {}
-
-    /// No other processes to tell.
-    public func announceSpareCapacity(pool: String, room: Int) async throws {}
-
-    /// No leases: stores the outcomes (``finish(_:owner:)``) and claims no next head.
-    ///
-    /// - Returns: What ``finish(_:owner:)`` returns.
-    /// - Throws: What ``finish(_:owner:)`` throws.
-    @discardableResult
-    public func finish(
-        _ outcomes: [TaskOutcome], claimingNext nextHeads: [String: StoredTask], owner: String, leaseDuration: Duration
-    ) async throws -> TaskFinishReport {
-        try await finish(outcomes, owner: owner)
-    }
 }
 
 /// A backend's answer to the claim of one head (``TaskStorage/claim(_:owner:leaseDuration:)``).

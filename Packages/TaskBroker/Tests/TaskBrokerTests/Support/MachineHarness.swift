@@ -113,6 +113,31 @@ extension [BrokerStateMachine.Output] {
         }
     }
 
+    /// The names after which stored queues are to be listed.
+    var listings: [String] {
+        compactMap { output in
+            if case .listQueues(let name) = output { return name }
+            return nil
+        }
+    }
+
+    /// The reads ahead asked for, as `queue>position`.
+    var readAheads: [String] {
+        flatMap { output -> [String] in
+            if case .readAhead(let requests) = output { return requests.map { "\($0.queueName)>\($0.after)" } }
+            return []
+        }
+    }
+
+    /// The tokens of the reads ahead asked for, by queue.
+    var readAheadTokens: [String: UInt64] {
+        var tokens: [String: UInt64] = [:]
+        for case .readAhead(let requests) in self {
+            for request in requests { tokens[request.queueName] = request.token }
+        }
+        return tokens
+    }
+
     var claims: [[String]] {
         compactMap { output in
             if case .claim(let heads) = output { return heads.map(\.key) }

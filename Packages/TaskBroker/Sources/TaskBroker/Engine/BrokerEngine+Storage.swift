@@ -1,0 +1,229 @@
+import Foundation
+import Logging
+import Synchronization
+
+// The engine's storage operations: each runs in a task of the engine's group and answers the
+// machine through the mailbox.
+extension BrokerEngine {
+    // MARK: - Storage
+
+    /// How many actions of a queue a read returns: the read-ahead, or all of them for a type with
+    /// its own `sort(_:)`.
+    var readLimit: Int? {
+        ordersBySort.withLock { $0 } == true ? nil : max(1, configuration.readAhead)
+    }
+
+    /// Decodes a queue's actions; notes the first time whether the action type has its own `sort(_:)`.
+    func decode(_ tasks: [StoredTask], since: Duration) -> [BrokerEntry] {
+        let entries = BrokerEntry.decode(tasks, as: Handler.Action.self, since: since)
+        if ordersBySort.withLock({ $0 }) == nil,
+           let action = entries.lazy.compactMap({ $0.action as? TypedActionBox<Handler.Action> }).first {
+            let custom = action.value.ordersBySort
+            ordersBySort.withLock { $0 = custom }
+        }
+        return entries
+    }
+
+    func load(_ queueNames: [String]) async {
+        let since = time.elapsed()
+        let mailbox = self.mailbox
+        let limit = readLimit
+        // Queues read only in part, before the read showed that the type has its own `sort`: read whole after.
+        let readWhole = Mutex<[String]>([])
+        if let batchReader {
+            // One scan for all the queues; each is posted as soon as it is read and decoded.
+            let unreported = Mutex(Set(queueNames))
+            do {
+                try await batchReader.readQueues(queueNames, after: [:], limit: limit, failed: { queueName, error in
+                    // A row of it does not decode: only this queue waits (and is read again).
+                    unreported.withLock { _ = $0.remove(queueName) }
+                    mailbox.post(.loadFailed([queueName], message: "\(error)"))
+                }) { queueName, tasks in
+                    unreported.withLock { _ = $0.remove(queueName) }
+                    let entries = self.decode(tasks, since: since)
+                    let truncated = limit.map { tasks.count >= $0 } ?? false
+                    if truncated, self.readLimit == nil {
+                        readWhole.withLock { $0.append(queueName) }
+                        return
+                    }
+                    mailbox.post(.loaded([queueName: entries], requested: [queueName], truncated: truncated ? [queueName] : []))
+                }
+                let empty = unreported.withLock { Array($0) }
+                if !empty.isEmpty { mailbox.post(.loaded([:], requested: empty)) }
+            } catch {
+                mailbox.post(.loadFailed(unreported.withLock { Array($0) }.sorted(), message: "\(error)"))
+            }
+        } else {
+            // Other backends: 256 queues a read, the first only 32: its queues start as soon as it
+            // is decoded, and a first read of 256 queues of 100 actions held up the whole start (~75 ms).
+            var start = 0
+            while start < queueNames.count {
+                let chunk = Array(queueNames[start..<min(start + (start == 0 ? 32 : 256), queueNames.count)])
+                start += chunk.count
+                do {
+                    let byQueue = if let limit {
+                        try await storage.tasks(inQueues: chunk, limit: limit)
+                    } else {
+                        try await storage.tasks(inQueues: chunk)
+                    }
+                    var entries: [String: [BrokerEntry]] = [:]
+                    var truncated: Set<String> = []
+                    for (queueName, tasks) in byQueue {
+                        entries[queueName] = decode(tasks, since: since)
+                        if let limit, tasks.count >= limit { truncated.insert(queueName) }
+                    }
+                    if !truncated.isEmpty, readLimit == nil {
+                        readWhole.withLock { $0.append(contentsOf: truncated) }
+                        for queueName in truncated { entries[queueName] = nil }
+                        mailbox.post(.loaded(entries, requested: chunk.filter { !truncated.contains($0) }))
+                    } else {
+                        mailbox.post(.loaded(entries, requested: chunk, truncated: truncated))
+                    }
+                } catch {
+                    mailbox.post(.loadFailed(chunk, message: "\(error)"))
+                }
+            }
+        }
+        let again = readWhole.withLock { $0 }
+        if !again.isEmpty { await load(again.sorted()) }
+    }
+
+    /// Lists the next page of stored queue names that the broker's filter accepts.
+    func listQueues(after name: String) async {
+        do {
+            let page = try await storage.queueNames(after: name, limit: Self.queueNamesPerPage)
+            mailbox.post(.listed(page.filter(claimFilter), next: page.count >= Self.queueNamesPerPage ? page.last : nil))
+        } catch {
+            mailbox.post(.listFailed(message: "\(error)"))
+        }
+    }
+
+    /// Reads the next actions of queues read only in part (`readAhead`); a queue whose rows do
+    /// not decode fails alone, and is read again once it runs out (a failure reported then).
+    func readAhead(_ requests: [BrokerStateMachine.ReadAheadRequest]) async {
+        let since = time.elapsed()
+        let limit = max(1, configuration.readAhead)
+        let names = requests.map(\.queueName)
+        let positions = Dictionary(requests.map { ($0.queueName, $0.after) }, uniquingKeysWith: { first, _ in first })
+        var tokens = Dictionary(requests.map { ($0.queueName, $0.token) }, uniquingKeysWith: { first, _ in first })
+        do {
+            var byQueue: [String: [StoredTask]]
+            if let batchReader {
+                let read = Mutex<(tasks: [String: [StoredTask]], failed: Set<String>)>(([:], []))
+                try await batchReader.readQueues(names, after: positions, limit: limit, failed: { queueName, _ in
+                    read.withLock { _ = $0.failed.insert(queueName) }
+                }) { queueName, tasks in
+                    read.withLock { $0.tasks[queueName] = tasks }
+                }
+                let failed: Set<String>
+                (byQueue, failed) = read.withLock { ($0.tasks, $0.failed) }
+                if !failed.isEmpty {
+                    mailbox.post(.readAheadFailed(tokens.filter { failed.contains($0.key) }))
+                    for queueName in failed { tokens[queueName] = nil }
+                }
+            } else {
+                byQueue = try await storage.tasks(inQueues: names, after: positions, limit: limit)
+            }
+            var entries: [String: [BrokerEntry]] = [:]
+            var truncated: Set<String> = []
+            for (queueName, tasks) in byQueue where tokens[queueName] != nil {
+                entries[queueName] = decode(tasks, since: since)
+                if tasks.count >= limit { truncated.insert(queueName) }
+            }
+            mailbox.post(.readAhead(entries, tokens: tokens, truncated: truncated))
+        } catch {
+            mailbox.post(.readAheadFailed(tokens))
+        }
+    }
+
+    func claim(_ heads: [StoredTask]) async {
+        do {
+            let sentAt = time.elapsed()
+            let results = try await storage.claim(heads, owner: owner, leaseDuration: leaseDuration)
+            mailbox.post(.claimed(heads, results: results, sentAt: sentAt))
+        } catch {
+            mailbox.post(.claimFailed(heads, message: "\(error)"))
+        }
+    }
+
+    /// Waits for the leases let go as the broker stopped to be released, so that `shutdown()`
+    /// returns with them free, but no longer than `limit` (real time: a database that stopped
+    /// answering must not hold the shutdown; the leases then expire as usual).
+    static func finish(_ releases: [Task<Void, Never>], within limit: Duration) async {
+        guard !releases.isEmpty else { return }
+        // Not a task group: it would wait for a release that hangs (awaiting a task's value does
+        // not end when the waiter is cancelled).
+        let (done, signal) = AsyncStream<Void>.makeStream()
+        // Ends with the releases (cancelled below when they overrun), so it outlives the broker by no more.
+        Task {
+            for release in releases {
+                await release.value
+            }
+            signal.yield()
+        }
+        let timer = Task {
+            try? await Task.sleep(for: limit)
+            signal.yield()
+        }
+        for await _ in done { break }
+        timer.cancel()
+        for release in releases {
+            release.cancel()
+        }
+    }
+
+    func release(_ queueNames: [String]) async {
+        do {
+            try await storage.release(queueNames, owner: owner)
+            logger.debug("released the leases of \(queueNames.count) queue(s) claimed as the broker stopped")
+        } catch {
+            logger.warning("could not release the leases of \(queueNames.count) queue(s) claimed as the broker stopped (\(Self.summary(queueNames))); other workers take them over when the leases expire: \(error)")
+        }
+    }
+
+    func announceSpareCapacity(room: Int) async {
+        do {
+            try await storage.announceSpareCapacity(pool: name, room: room)
+            logger.debug("has room for \(room) more queue(s): asked the pool's other workers to let queues go")
+        } catch {
+            // The machine asks again at its next refused claim, once its pause between asks ends.
+            logger.debug("could not ask the pool's other workers to let queues go: \(error)")
+        }
+    }
+
+    /// Renews the leases of the running actions every third of the lease (counted from the start
+    /// of each renewal, which may take a while), until cancelled. A renewal that fails is tried
+    /// again a twelfth of the lease later (storage gives a renewal at most a quarter of the lease:
+    /// a third, a quarter and a twelfth leave a third of it); a lease another worker took over is
+    /// reported to the machine (the action's outcome will be refused).
+    func renewLeases() async {
+        let lease = leaseDuration
+        let interval = lease / 3
+        let retry = lease / 12
+        var wait = interval
+        // Real time, not the injected clock: a lease expires on the database server's clock.
+        let clock = ContinuousClock()
+        while true {
+            do {
+                try await Task.sleep(for: wait)
+            } catch {
+                return
+            }
+            wait = interval
+            let running = Array(view().inFlight.keys)
+            guard !running.isEmpty else { continue }
+            let began = clock.now
+            do {
+                let lost = try await storage.renew(running, owner: owner, leaseDuration: lease)
+                wait = max(.zero, interval - (clock.now - began))
+                if !lost.isEmpty {
+                    logger.warning("another worker took over \(lost.count) queue(s) whose action still runs here (\(Self.summary(lost))); their outcomes will not be stored")
+                    mailbox.post(.leaseLost(lost))
+                }
+            } catch {
+                wait = retry
+                logger.error("could not renew the leases of \(running.count) running queue(s); trying again in \(retry): \(error)")
+            }
+        }
+    }
+}

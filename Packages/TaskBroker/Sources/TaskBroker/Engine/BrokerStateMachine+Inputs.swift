@@ -1,0 +1,106 @@
+import Foundation
+
+// What the machine is told (inputs) and what it decides (outputs).
+extension BrokerStateMachine {
+    /// What happened.
+    enum Input: Sendable {
+        /// The broker starts; these stored queues are its own. With `listedThrough`, more stored
+        /// queues come after that name: list them (`listQueues`) as the unread ones run low.
+        case start([String], listedThrough: String? = nil)
+        /// A page of stored queue names that the broker's filter accepts, listed after the last
+        /// page; `next`: more come after this name.
+        case listed([String], next: String?)
+        /// Listing stored queue names failed.
+        case listFailed(message: String)
+        /// Queues were read: the actions of each requested queue in run order (absent: none stored).
+        /// A `truncated` queue was read only as far as the read-ahead: more is stored after its last action.
+        case loaded([String: [BrokerEntry]], requested: [String], truncated: Set<String> = [])
+        /// Reads ahead answered (`readAhead`): for each queue and its request's token, the next
+        /// actions after the position asked for (absent: none stored); `truncated` as for `loaded`.
+        case readAhead([String: [BrokerEntry]], tokens: [String: UInt64], truncated: Set<String> = [])
+        /// These reads ahead failed (by queue, their tokens): the queues are read again once they run out.
+        case readAheadFailed([String: UInt64])
+        /// Reading these queues failed.
+        case loadFailed([String], message: String)
+        /// Committed changes, in commit order.
+        case changes([BrokerChange])
+        /// The claim of these heads answered, one result per head.
+        case claimed([StoredTask], results: [TaskClaimResult], sentAt: Duration = .zero)
+        /// The claim of these heads failed.
+        case claimFailed([StoredTask], message: String)
+        /// The outcomes about to be reported `stored` for these queues also claimed their next
+        /// heads (shared backends): each may start without a claim, if it is still the head and
+        /// its claim is young. `sentAt` is when the finish that claimed them was sent (the
+        /// engine's elapsed time): the claim's age counts from then.
+        case continued([String], sentAt: Duration = .zero)
+        /// These outcomes are committed.
+        case stored([BrokerOutcome])
+        /// Storing these outcomes failed; nothing of them was applied.
+        case storeFailed([BrokerOutcome], message: String)
+        /// A timer the machine started has fired.
+        case timerFired(UInt64)
+        /// Another worker took these queues over (shared backends): the outcome of the action in
+        /// flight was not stored; read the queues again.
+        case leaseLost([String])
+        /// The actions in flight in these queues were deleted or replaced in storage before their
+        /// outcome was stored (by another process: the change itself may still be on its way):
+        /// nothing was stored for them; read the queues again.
+        case outdated([String])
+        /// Stop taking actions; finish once the running ones are stored.
+        case shutdown
+        /// The shutdown timeout passed: give up on running handlers.
+        case abandon
+        /// After `abandon`: every outcome handed to the committer has been dealt with.
+        case committerDrained
+    }
+
+    /// What to do.
+    enum Output: Sendable {
+        /// Read these queues; answer with `loaded` or `loadFailed`.
+        case load([String])
+        /// List stored queue names after this one; answer with `listed` or `listFailed`.
+        case listQueues(after: String)
+        /// Read the next actions of these queues after the positions given; answer with
+        /// `readAhead` or `readAheadFailed`.
+        case readAhead([ReadAheadRequest])
+        /// Claim these heads; answer with `claimed` or `claimFailed`.
+        case claim([StoredTask])
+        /// Run these actions' handlers; their outcomes go to the committer. `next` holds, for each,
+        /// the head its queue runs after it (shared backends): its finish claims that head too.
+        case run([BrokerEntry], next: [StoredTask?])
+        /// Let go of the leases just granted on these queues (the broker stops); nothing answers.
+        case release([String])
+        /// Tell the pool's other workers that this one has room and waits for queues they hold
+        /// (``TaskStorage/announceSpareCapacity(pool:room:)``); nothing answers.
+        case announceSpareCapacity(room: Int)
+        /// Store these outcomes (through the committer); answer with `stored` or `storeFailed`.
+        case store([BrokerOutcome])
+        /// Start a timer; answer with `timerFired` unless cancelled first.
+        case startTimer(UInt64, TimerDelay)
+        /// Cancel a timer.
+        case cancelTimer(UInt64)
+        /// Report an event.
+        case emit(TaskBrokerEvent)
+        /// Cancel the running handlers and ignore their outcomes.
+        case cancelHandlers
+        /// Accept no more outcomes; store those already handed over, then answer `committerDrained`.
+        case drainCommitter
+        /// Nothing is left to do: the broker has stopped.
+        case finish
+    }
+
+    /// When a timer fires.
+    enum TimerDelay: Sendable, Equatable {
+        /// At a wall-clock date (a stored retry time).
+        case until(Date)
+        /// After a duration (a storage retry).
+        case after(Duration)
+    }
+
+    /// A queue's next actions to read: those stored after `after`, by position.
+    struct ReadAheadRequest: Sendable, Equatable {
+        var queueName: String
+        var after: Int64
+        var token: UInt64
+    }
+}

@@ -1,0 +1,145 @@
+import Foundation
+
+// The state the machine keeps per queue.
+extension BrokerStateMachine {
+    /// One queue the broker owns.
+    struct Queue {
+        /// Actions waiting, in run order, from `head` on.
+        var waiting: [BrokerEntry] = []
+        var head = 0
+        /// The last read stopped at the read-ahead: storage holds more actions after `readThrough`.
+        /// Saves after it are left to the next read: a read ahead (`append`) once few actions are
+        /// left, or, failing that, a read of the whole read-ahead once none is (``needsRefill``).
+        var truncated = false
+        /// The position of the last action the reads of a `truncated` queue returned.
+        var readThrough: Int64 = .min
+        /// A read ahead under way: what it may have missed is kept to be applied after it.
+        var append: Append?
+
+        struct Append {
+            /// The request's token: an answer to an earlier request is ignored.
+            var token: UInt64
+            /// Saves after `readThrough` heard meanwhile: applied after the answer (kept if it
+            /// reaches them).
+            var saved: [BrokerEntry] = []
+            /// Actions deleted meanwhile: the answer may still show them.
+            var deleted: Set<BrokerActionID> = []
+        }
+        /// The sticky head: the action taken to run; it stays first until it succeeds.
+        var held: BrokerEntry?
+        /// Whether `held` is claimed, running or having its outcome stored.
+        var inFlight = false
+        /// The timer of `held`'s timed retry.
+        var timer: UInt64?
+        /// Set while the queue is read; the queue runs nothing until it is read.
+        var load: Load?
+        /// The newest revision a read of this queue saw: a save no newer is already reflected.
+        var loadedThrough: Int64 = 0
+        /// Waiting for a claim to be tried again.
+        var blocked = false
+        /// Another worker holds the queue's lease: the timer that claims its head again once the
+        /// lease may have expired (a change to the queue reads it at once).
+        var leaseWait: UInt64?
+        /// The lease was lost while `held` was in flight: read the queue again once its outcome arrives.
+        var released = false
+        /// Storage found `held` deleted or replaced when its outcome was stored: discard the outcome
+        /// and read the queue again.
+        var outdated = false
+        /// The finish of `held` also claimed the queue's next head (`continued`), sent at `continuedAt`.
+        var continued = false
+        var continuedAt: Duration = .zero
+        /// The head claimed with its predecessor's outcome: it starts without a claim while it is
+        /// still the head and its claim is young (see `Configuration.nextHeadLifetime`).
+        var nextClaim: NextClaim?
+        /// A finish kept the queue's lease for its next head (`continued`), and the queue has not been
+        /// claimed since: the broker may hold the lease with nothing in flight, also once `nextClaim`
+        /// is spent or was never recorded (the queue was being read, or its head changed). A
+        /// stopping broker lets such leases go, so that other workers need not wait for them to
+        /// expire. (An idle queue is forgotten all the same: its lease then expires.)
+        var keptLease = false
+        /// Read because its claim found the head changed: the queue had its turn in the line, so
+        /// once read it takes its turn again first, not at the back (see `loaded`). Not when the
+        /// claim that found the change had gone first already (`wentFirst`): a head replaced
+        /// again and again would otherwise keep its queue first and the others waiting.
+        var claimFoundChange = false
+        /// A restart arrived while the queue was being read and its head was paused then: the
+        /// restart is reported (`.resumed`) once the read is applied, even if the read already
+        /// shows the pause cleared.
+        var pausedWhenRestarted = false
+        var wentFirst = false
+        /// Read the queue again once the outcome in flight is stored: storage may already hold a
+        /// newer state than that outcome will leave in memory (a restart heard while the action
+        /// ran, possibly committed after its outcome; a read that showed the outcome committed).
+        var readAfterOutcome = false
+        /// The action in flight lets the queue go with its outcome for another worker of the pool
+        /// (`sharing`): once stored, the queue is not claimed here again for a while.
+        var letGo = false
+
+        struct NextClaim {
+            var id: BrokerActionID
+            var revision: Int64
+            /// The timer that ends the claim's use.
+            var timer: UInt64
+            /// When the claim is too old to use (``BrokerStateMachine/now``), whether or not its
+            /// timer has fired: after a stall of the whole process (SIGSTOP, a paused VM) the timer
+            /// and the outcome that frees a slot for the head arrive together, in either order.
+            var deadline: Duration
+        }
+
+        struct Load {
+            /// Changes that arrived during the read, applied after it.
+            var buffered: [BrokerChange] = []
+            /// Read again when this read ends (something changed that cannot be replayed).
+            var again = false
+            /// A read is under way (`false` while waiting for a retry).
+            var inProgress = true
+        }
+
+        var pending: Int { waiting.count - head + (held == nil ? 0 : 1) }
+
+        /// Nothing to run, read, claim, store or wait for: the queue may be forgotten, and read
+        /// again when it changes.
+        var isIdle: Bool {
+            pending == 0 && load == nil && !inFlight && timer == nil && !blocked && leaseWait == nil
+                && !released && !outdated && !continued && nextClaim == nil && !truncated && append == nil
+        }
+
+        /// Everything read has run, storage holds more, and no read ahead is under way (one
+        /// failed): read the queue again.
+        var needsRefill: Bool {
+            truncated && load == nil && append == nil && !inFlight && pending == 0
+        }
+
+        /// The finish of the action in flight, sent at `sentAt`, also claimed the next head.
+        mutating func markContinued(sentAt: Duration) {
+            guard inFlight else { return }
+            continued = true
+            continuedAt = sentAt
+        }
+
+        /// Whether the head may be taken now (see `markReady`). Mutating only so that it is called
+        /// in place (``BrokerStateMachine/inPlace(_:_:)``), without copying the queue.
+        mutating func isRunnable() -> Bool {
+            guard load == nil, !inFlight, !blocked, leaseWait == nil, pending > 0 else { return false }
+            return held?.task.pause == nil
+        }
+
+        /// Whether the sticky head is this version of this action (compared in place, without
+        /// copying the entry).
+        func holds(_ task: StoredTask) -> Bool {
+            held?.task.isVersion(of: task) ?? false
+        }
+
+        /// Forgets the next head's claim if `token` is the timer that started with it.
+        mutating func dropNextClaim(startedBy token: UInt64) {
+            if nextClaim?.timer == token { nextClaim = nil }
+        }
+
+        /// The head after the sticky head, if it may be claimed with the sticky head's outcome.
+        /// Mutating only to be called in place (see `isRunnable()`).
+        mutating func claimableNext() -> StoredTask? {
+            guard head < waiting.count, waiting[head].action != nil, waiting[head].task.pause == nil else { return nil }
+            return waiting[head].task
+        }
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+
+// What a backend gets unless it does better: reads built on the ones it must have, and no leases.
+extension TaskStorage {
+    /// Reads the queues one at a time through ``tasks(inQueue:)``.
+    ///
+    /// - Parameter queueNames: The queues.
+    /// - Returns: The actions of each queue that has some.
+    /// - Throws: What ``tasks(inQueue:)`` throws.
+    public func tasks(inQueues queueNames: [String]) async throws -> [String: [StoredTask]] {
+        var result: [String: [StoredTask]] = [:]
+        for queueName in queueNames {
+            let tasks = try await tasks(inQueue: queueName)
+            if !tasks.isEmpty { result[queueName] = tasks }
+        }
+        return result
+    }
+
+    /// Lists every queue through ``queueNames()`` and keeps a page of them.
+    ///
+    /// - Parameters:
+    ///   - name: The name the page starts after.
+    ///   - limit: The most names returned.
+    /// - Returns: The names after `name`, sorted.
+    /// - Throws: What ``queueNames()`` throws.
+    public func queueNames(after name: String?, limit: Int) async throws -> [String] {
+        let names = try await queueNames()
+        let start = name.map { after in names.firstIndex { $0 > after } ?? names.endIndex } ?? names.startIndex
+        return Array(names[start...].prefix(max(1, limit)))
+    }
+
+    /// Reads the queues whole through ``tasks(inQueues:)`` and keeps the first `limit` actions
+    /// of each after the given position.
+    ///
+    /// - Parameters:
+    ///   - queueNames: The queues.
+    ///   - positions: Per queue, the position the actions returned come after.
+    ///   - limit: The most actions returned per queue.
+    /// - Returns: The actions of each queue that has some.
+    /// - Throws: What ``tasks(inQueues:)`` throws.
+    public func tasks(inQueues queueNames: [String], after positions: [String: Int64], limit: Int) async throws -> [String: [StoredTask]] {
+        var result: [String: [StoredTask]] = [:]
+        for (queueName, tasks) in try await tasks(inQueues: queueNames) {
+            let after = positions[queueName] ?? .min
+            let kept = tasks.lazy.filter { $0.position > after }.prefix(max(1, limit))
+            if !kept.isEmpty { result[queueName] = Array(kept) }
+        }
+        return result
+    }
+
+    /// The first `limit` stored actions of each of several queues, in enqueue order
+    /// (``tasks(inQueues:after:limit:)`` from each queue's start).
+    ///
+    /// - Parameters:
+    ///   - queueNames: The queues.
+    ///   - limit: The most actions returned per queue.
+    /// - Returns: The first actions of each queue that has some.
+    /// - Throws: What ``tasks(inQueues:after:limit:)`` throws.
+    public func tasks(inQueues queueNames: [String], limit: Int) async throws -> [String: [StoredTask]] {
+        try await tasks(inQueues: queueNames, after: [:], limit: limit)
+    }
+
+    /// No change feed: every change is made through this process's ``TaskDatabase``.
+    ///
+    /// - Returns: `nil`.
+    public func changes() async throws -> AsyncStream<[TaskStorageChange]>? {
+        nil
+    }
+
+    /// Not shared: one process uses the backend.
+    public var isShared: Bool { false }
+
+    /// The broker's lease duration applies.
+    public var leaseDuration: Duration? { nil }
+
+    /// No leases to renew.
+    ///
+    /// - Returns: No lost queues.
+    public func renew(_ queueNames: [String], owner: String, leaseDuration: Duration) async throws -> [String] {
+        []
+    }
+
+    /// No leases to release.
+    public func release(_ queueNames: [String], owner: String) async throws {}
+
+    /// No other processes to tell.
+    public func announceSpareCapacity(pool: String, room: Int) async throws {}
+
+    /// No leases: stores the outcomes (``finish(_:owner:)``) and claims no next head.
+    ///
+    /// - Returns: What ``finish(_:owner:)`` returns.
+    /// - Throws: What ``finish(_:owner:)`` throws.
+    @discardableResult
+    public func finish(
+        _ outcomes: [TaskOutcome], claimingNext nextHeads: [String: StoredTask], owner: String, leaseDuration: Duration
+    ) async throws -> TaskFinishReport {
+        try await finish(outcomes, owner: owner)
+    }
+}
