@@ -1,0 +1,63 @@
+public import Foundation
+public import Logging
+public import QueueRetry
+
+extension TaskQueueBroker {
+    /// Tunables of a broker; every field has a default.
+    public struct Configuration: Sendable {
+        /// How many queues run an action at the same time. Queues wait for a slot in turn, so a
+        /// long queue does not starve the others. Defaults to 16.
+        public var maxConcurrentQueues: Int
+        /// How long ``shutdown()`` waits for running handlers before it cancels them. Defaults to 30 s.
+        public var shutdownTimeout: Duration
+        /// How long a claim on a queue lasts on a backend shared by several processes, unless the
+        /// backend sets its own (TaskBrokerPostgres does: `PostgresConfiguration.leaseDuration`).
+        /// The broker renews the leases of its running actions every third of it. Defaults to 60 s.
+        public var leaseDuration: Duration
+        /// Where the broker logs; silent by default.
+        public var logger: Logger
+        /// Reads the wall clock once, when the broker starts, to relate stored retry dates to the
+        /// injected clock. Inject a fixed date in tests.
+        public var wallClock: @Sendable () -> Date
+        /// Whether `setup` starts the broker (the default). With `false`, `setup` claims the queues
+        /// and listens for saves but runs nothing until ``TaskQueueBroker/start()``: subscribe to
+        /// ``TaskQueueBroker/events`` in between to receive every event from the first one.
+        public var startsAutomatically: Bool
+        /// How long the broker waits before it tries a failed storage operation again (reading a
+        /// queue, claiming a head, storing an outcome): doubling from 50 ms up to 5 s by default.
+        /// The queues concerned keep their place and wait; nothing needs a restart.
+        public var storageRetryBackoff: Backoff
+        /// How many stored actions of a queue the broker reads at a time and keeps in memory: once
+        /// half of them or fewer are left to run, it reads the next ones; the rest of the queue
+        /// stays in the database. A queue whose action type has its own `sort(_:)` is read whole instead.
+        package var readAhead = 64
+
+        /// Creates a configuration.
+        ///
+        /// - Parameters:
+        ///   - maxConcurrentQueues: How many queues run at once; at least 1.
+        ///   - shutdownTimeout: How long ``shutdown()`` waits for running handlers.
+        ///   - leaseDuration: How long a queue claim lasts on a shared backend.
+        ///   - logger: Where the broker logs.
+        ///   - wallClock: The wall clock, read once at start.
+        ///   - startsAutomatically: Whether `setup` starts the broker; `false` waits for ``TaskQueueBroker/start()``.
+        ///   - storageRetryBackoff: The delay before a failed storage operation is tried again.
+        public init(
+            maxConcurrentQueues: Int = 16,
+            shutdownTimeout: Duration = .seconds(30),
+            leaseDuration: Duration = .seconds(60),
+            logger: Logger = Logger(label: "TaskBroker", factory: { _ in SwiftLogNoOpLogHandler() }),
+            wallClock: @escaping @Sendable () -> Date = { Date() },
+            startsAutomatically: Bool = true,
+            storageRetryBackoff: Backoff = Backoff(initial: .milliseconds(50), maximum: .seconds(5))
+        ) {
+            self.maxConcurrentQueues = max(1, maxConcurrentQueues)
+            self.shutdownTimeout = max(.zero, shutdownTimeout)
+            self.leaseDuration = leaseDuration
+            self.logger = logger
+            self.wallClock = wallClock
+            self.startsAutomatically = startsAutomatically
+            self.storageRetryBackoff = storageRetryBackoff
+        }
+    }
+}

@@ -1,0 +1,79 @@
+public import TaskBroker
+import PostgresNIO
+
+// Listing queues and reading their actions.
+extension PostgresTaskStorage {
+    /// The names of every queue that has stored actions, sorted.
+    public func queueNames() async throws -> [String] {
+        try await run("list the queues") {
+            try await withConnection { [self] connection in
+                var names: [String] = []
+                for try await name in try await connection.query(sql.queueNamesQuery(), logger: logger).decode(String.self) {
+                    names.append(name)
+                }
+                return names
+            }
+        }
+    }
+
+    /// A page of the names of the queues that have stored actions, after `name`.
+    public func queueNames(after name: String?, limit: Int) async throws -> [String] {
+        try await run("list the queues") {
+            try await withConnection { [self] connection in
+                var names: [String] = []
+                let rows = try await connection.query(sql.queueNamesQuery(after: name, limit: max(1, limit)), logger: logger)
+                for try await name in rows.decode(String.self) {
+                    names.append(name)
+                }
+                return names
+            }
+        }
+    }
+
+    /// Every stored action of the given queue(s), in enqueue order.
+    public func tasks(inQueue queueName: String) async throws -> [StoredTask] {
+        try await tasks(inQueues: [queueName])[queueName] ?? []
+    }
+
+    /// Every stored action of the given queue(s), in enqueue order.
+    public func tasks(inQueues queueNames: [String]) async throws -> [String: [StoredTask]] {
+        guard !queueNames.isEmpty else { return [:] }
+        return try await run("read \(queueNames.count) queue(s)") {
+            var result = try await withConnection { [self] connection in
+                var result: [String: [StoredTask]] = [:]
+                let rows = try await connection.query(sql.tasksQuery(queueNames: queueNames), logger: logger)
+                for try await row in rows {
+                    let task = try PostgresSchema.task(row)
+                    result[task.queueName, default: []].append(task)
+                }
+                return result
+            }
+            // In enqueue order (the statement does not sort; rows mostly come in that order already).
+            // In place, through `values[index]`: sorting through `result[queueName]?` copied every
+            // queue's array, and a profile of reads of 25,600 actions showed the copies (~4 % of its samples).
+            for index in result.values.indices where !result.values[index].isInEnqueueOrder {
+                result.values[index].sort { $0.position < $1.position }
+            }
+            return result
+        }
+    }
+
+    /// The first `limit` stored actions of each of the given queues after the given positions, in enqueue order.
+    public func tasks(inQueues queueNames: [String], after positions: [String: Int64], limit: Int) async throws -> [String: [StoredTask]] {
+        guard !queueNames.isEmpty else { return [:] }
+        let after = queueNames.map { positions[$0] ?? .min }
+        return try await run("read \(queueNames.count) queue(s)") {
+            try await withConnection { [self] connection in
+                var result: [String: [StoredTask]] = [:]
+                let rows = try await connection.query(
+                    sql.tasksQuery(queueNames: queueNames, after: after, limit: max(1, limit)), logger: logger
+                )
+                for try await row in rows {
+                    let task = try PostgresSchema.task(row)
+                    result[task.queueName, default: []].append(task)
+                }
+                return result
+            }
+        }
+    }
+}
