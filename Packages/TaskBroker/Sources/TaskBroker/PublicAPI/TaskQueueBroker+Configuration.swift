@@ -29,8 +29,9 @@ extension TaskQueueBroker {
         public var storageRetryBackoff: Backoff
         /// How many stored actions of a queue the broker reads at a time and keeps in memory: once
         /// half of them or fewer are left to run, it reads the next ones; the rest of the queue
-        /// stays in the database. A queue whose action type has its own `sort(_:)` is read whole instead.
-        package var readAhead = 64
+        /// stays in the database. At least 1; defaults to 64. A queue whose action type has its
+        /// own `sort(_:)` is read whole instead.
+        public var readAhead = 64
 
         /// Creates a configuration.
         ///
