@@ -39,9 +39,9 @@ enum BacklogBenchmark {
                 let label = queues == 0 ? "empty" : "\(actions) in \(queues) q"
                 var figures: [[Double]] = []
                 for (name, binary) in builds {
-                    let target = try await runChild(binary, ["backlog-store", backend, "\(queues)", postgresURL ?? ""])
+                    let target = try await runToEnd(binary, ["backlog-store", backend, "\(queues)", postgresURL ?? ""])
                         .split(separator: "\n").map(String.init)
-                    let numbers = try await runChild(binary, ["backlog-child", backend] + target)
+                    let numbers = try await runToEnd(binary, ["backlog-child", backend] + target)
                         .split(separator: " ").compactMap { Double($0) }
                     guard numbers.count == 4 else {
                         print(padded(backend, 10) + padded(label, 26) + padded(name, 22) + "failed")
@@ -97,44 +97,15 @@ enum BacklogBenchmark {
         exit(0)
     }
 
-    private static func padded(_ text: String, _ width: Int) -> String {
-        text + String(repeating: " ", count: max(1, width - text.count))
-    }
-
-    private static func runChild(_ binary: String, _ arguments: [String]) async throws -> String {
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: binary)
-        child.arguments = arguments
-        let output = Pipe()
-        child.standardOutput = output
-        try child.run()
-        // Read on a thread of its own: a blocking read never runs on the cooperative pool.
-        let text = await withCheckedContinuation { (continuation: CheckedContinuation<String, Never>) in
-            Thread.detachNewThread {
-                let data = output.fileHandleForReading.readDataToEndOfFile()
-                child.waitUntilExit()
-                continuation.resume(returning: String(decoding: data, as: UTF8.self))
-            }
-        }
-        return text.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
     /// `backlog-child sqlite PATH | postgres URL SCHEMA`: opens the store, sets a broker up over
     /// it, and prints the time to the first handler call and its memory (VmRSS at the call and 3 s
     /// later, VmHWM).
     static func child(_ arguments: [String]) async throws -> Never {
-        let database: TaskDatabase
-        if arguments.first == "sqlite", arguments.count == 2 {
-            database = try await TaskDatabase.sqlite(path: arguments[1])
-        } else if arguments.first == "postgres", arguments.count == 3 {
-            var configuration = try TaskDatabase.PostgresConfiguration(url: arguments[1])
-            configuration.schema = arguments[2]
-            database = try await TaskDatabase.postgres(configuration: configuration)
-            // An empty store: one action, so that there is a first call to wait for.
-        } else {
+        guard let database = try await openStore(arguments) else {
             print("usage: backlog-child sqlite PATH | postgres URL SCHEMA")
             exit(2)
         }
+        // An empty store: one action, so that there is a first call to wait for.
         if try await database.snapshot().isEmpty {
             try await database.save(NoOpAction(key: "only", queueName: "bl-q0"))
         }
@@ -151,6 +122,17 @@ enum BacklogBenchmark {
             try? FileManager.default.removeItem(at: URL(fileURLWithPath: arguments[1]).deletingLastPathComponent())
         }
         exit(0)
+    }
+
+    /// The store a child names: `sqlite PATH` or `postgres URL SCHEMA`; `nil` for other arguments.
+    static func openStore(_ arguments: [String]) async throws -> TaskDatabase? {
+        if arguments.first == "sqlite", arguments.count == 2 {
+            return try await TaskDatabase.sqlite(path: arguments[1])
+        }
+        guard arguments.first == "postgres", arguments.count == 3 else { return nil }
+        var configuration = try TaskDatabase.PostgresConfiguration(url: arguments[1])
+        configuration.schema = arguments[2]
+        return try await TaskDatabase.postgres(configuration: configuration)
     }
 
     /// VmRSS and VmHWM of this process, in MB.

@@ -141,6 +141,32 @@ struct BenchmarkChild {
     }
 }
 
+/// Runs `binary` with `arguments` (and `environment` added to this process's) to its end;
+/// returns what it printed, trimmed.
+func runToEnd(_ binary: String, _ arguments: [String], environment: [String: String] = [:]) async throws -> String {
+    let child = Process()
+    child.executableURL = URL(fileURLWithPath: binary)
+    child.arguments = arguments
+    child.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    let output = Pipe()
+    child.standardOutput = output
+    try child.run()
+    // Read on a thread of its own: a blocking read never runs on the cooperative pool.
+    let text = await withCheckedContinuation { (continuation: CheckedContinuation<String, Never>) in
+        Thread.detachNewThread {
+            let data = output.fileHandleForReading.readDataToEndOfFile()
+            child.waitUntilExit()
+            continuation.resume(returning: String(decoding: data, as: UTF8.self))
+        }
+    }
+    return text.trimmingCharacters(in: .whitespacesAndNewlines)
+}
+
+/// `text` padded with spaces to `width` characters (at least one space).
+func padded(_ text: String, _ width: Int) -> String {
+    text + String(repeating: " ", count: max(1, width - text.count))
+}
+
 /// Writes a line to stdout at once (unbuffered: the parent reads it through a pipe).
 func emit(_ line: String) {
     FileHandle.standardOutput.write(Data("\(line)\n".utf8))

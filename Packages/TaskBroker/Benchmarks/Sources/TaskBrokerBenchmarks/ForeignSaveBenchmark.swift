@@ -18,14 +18,14 @@ enum ForeignSaveBenchmark {
         let this = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().path
         let builds = (BacklogBenchmark.baseline.map { [($0.label, $0.binary)] } ?? []) + [("this build", this)]
         print("Saves by another process: \(saves) single saves into \(queues) queues that a worker holds (its handler holds each head)")
-        print(pad("backend", 10) + pad("stored per queue", 18) + pad("build", 22) + "worker CPU per save   saves took")
+        print(padded("backend", 10) + padded("stored per queue", 18) + padded("build", 22) + "worker CPU per save   saves took")
         var backends = ["sqlite"]
         if postgresURL != nil { backends.append("postgres") }
         for backend in backends {
             for depth in [100, 10_000] {
                 var perSave: [Double] = []
                 for (name, binary) in builds {
-                    let target = try await run(
+                    let target = try await runToEnd(
                         binary, ["backlog-store", backend, "\(queues)", postgresURL ?? ""],
                         environment: ["TB_BACKLOG_ACTIONS": "\(depth * queues)"]
                     ).split(separator: "\n").map(String.init)
@@ -33,22 +33,22 @@ enum ForeignSaveBenchmark {
                     let worker = try BenchmarkChild.start(["foreign-worker", backend] + target, binary: binary, inbox: inbox)
                     defer { worker.kill() }
                     guard await inbox.next(startingWith: "ready", timeout: .seconds(120)) != nil else {
-                        print(pad(backend, 10) + pad("\(depth)", 18) + pad(name, 22) + "the worker did not start")
+                        print(padded(backend, 10) + padded("\(depth)", 18) + padded(name, 22) + "the worker did not start")
                         continue
                     }
                     worker.send("start")
                     _ = await inbox.next(startingWith: "started", timeout: .seconds(10))
-                    let took = try await run(binary, ["foreign-saver", backend] + target)
+                    let took = try await runToEnd(binary, ["foreign-saver", backend] + target)
                     try await Task.sleep(for: .seconds(2))
                     worker.send("stop")
                     guard let line = await inbox.next(startingWith: "cpu ", timeout: .seconds(30)),
                           let cpu = Double(line.dropFirst(4)) else { continue }
                     let milliseconds = cpu * 1000 / Double(saves)
                     perSave.append(milliseconds)
-                    print(pad(backend, 10) + pad("\(depth)", 18) + pad(name, 22) + String(format: "%16.2f ms", milliseconds) + "   \(took) s")
+                    print(padded(backend, 10) + padded("\(depth)", 18) + padded(name, 22) + String(format: "%16.2f ms", milliseconds) + "   \(took) s")
                 }
                 if perSave.count == 2 {
-                    print(pad("", 28) + pad("this / baseline", 22) + String(format: "%16.2f ×", perSave[1] / perSave[0]))
+                    print(padded("", 28) + padded("this / baseline", 22) + String(format: "%16.2f ×", perSave[1] / perSave[0]))
                 }
             }
         }
@@ -58,7 +58,10 @@ enum ForeignSaveBenchmark {
     /// holds every action; prints `ready` once every queue's head runs, measures its CPU time from
     /// the line `start` to the line `stop` and prints it (`cpu SECONDS`).
     static func worker(_ arguments: [String]) async throws -> Never {
-        let database = try await open(arguments)
+        guard let database = try await BacklogBenchmark.openStore(arguments) else {
+            print("usage: foreign-worker|foreign-saver sqlite PATH | postgres URL SCHEMA")
+            exit(2)
+        }
         let handler = ForeignSaveHandler()
         let broker = try await TaskQueueBroker.setup(
             database: database, name: "bl", handler: handler, configuration: .init(maxConcurrentQueues: queues)
@@ -77,7 +80,10 @@ enum ForeignSaveBenchmark {
     /// `foreign-saver sqlite PATH | postgres URL SCHEMA`: saves ``saves`` actions one at a time;
     /// prints how long they took.
     static func saver(_ arguments: [String]) async throws -> Never {
-        let database = try await open(arguments)
+        guard let database = try await BacklogBenchmark.openStore(arguments) else {
+            print("usage: foreign-worker|foreign-saver sqlite PATH | postgres URL SCHEMA")
+            exit(2)
+        }
         let start = ContinuousClock.now
         for index in 0..<saves {
             try await database.save(NoOpAction(key: "foreign\(index)", queueName: "bl-q\(index % queues)"))
@@ -86,47 +92,12 @@ enum ForeignSaveBenchmark {
         exit(0)
     }
 
-    private static func open(_ arguments: [String]) async throws -> TaskDatabase {
-        if arguments.first == "sqlite", arguments.count == 2 {
-            return try await TaskDatabase.sqlite(path: arguments[1])
-        }
-        guard arguments.first == "postgres", arguments.count == 3 else {
-            print("usage: foreign-worker|foreign-saver sqlite PATH | postgres URL SCHEMA")
-            exit(2)
-        }
-        var configuration = try TaskDatabase.PostgresConfiguration(url: arguments[1])
-        configuration.schema = arguments[2]
-        return try await TaskDatabase.postgres(configuration: configuration)
-    }
-
     /// User and system CPU time of this process, in seconds.
     private static func cpuSeconds() -> Double {
         var usage = rusage()
         getrusage(Int32(RUSAGE_SELF.rawValue), &usage)
         func value(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
         return value(usage.ru_utime) + value(usage.ru_stime)
-    }
-
-    private static func pad(_ text: String, _ width: Int) -> String {
-        text + String(repeating: " ", count: max(1, width - text.count))
-    }
-
-    private static func run(_ binary: String, _ arguments: [String], environment: [String: String] = [:]) async throws -> String {
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: binary)
-        child.arguments = arguments
-        child.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let output = Pipe()
-        child.standardOutput = output
-        try child.run()
-        let text = await withCheckedContinuation { (continuation: CheckedContinuation<String, Never>) in
-            Thread.detachNewThread {
-                let data = output.fileHandleForReading.readDataToEndOfFile()
-                child.waitUntilExit()
-                continuation.resume(returning: String(decoding: data, as: UTF8.self))
-            }
-        }
-        return text.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }
 

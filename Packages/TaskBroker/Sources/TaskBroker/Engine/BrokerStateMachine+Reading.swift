@@ -265,13 +265,6 @@ extension BrokerStateMachine {
         if let previous, previous != queueName { markReady(previous) }
         if resumesPause { out.append(.emit(.resumed(queueName: queueName))) }
         guard var current = queues.removeValue(forKey: queueName) else { return }
-        // Binary search for the first waiting action the new one runs before; equal ones stay in front.
-        var low = current.head
-        var high = current.waiting.count
-        while low < high {
-            let middle = (low + high) / 2
-            if entry.runs(before: current.waiting[middle]) { high = middle } else { low = middle + 1 }
-        }
         if current.truncated, entry.task.position > current.readThrough {
             // After what was read: the next read finds the action in storage, or, if one is under
             // way and its answer reaches the action, the action is added after it.
@@ -279,6 +272,13 @@ extension BrokerStateMachine {
             queues[queueName] = current
             markReady(queueName)
             return
+        }
+        // Binary search for the first waiting action the new one runs before; equal ones stay in front.
+        var low = current.head
+        var high = current.waiting.count
+        while low < high {
+            let middle = (low + high) / 2
+            if entry.runs(before: current.waiting[middle]) { high = middle } else { low = middle + 1 }
         }
         current.waiting.insert(entry, at: low)
         queues[queueName] = current

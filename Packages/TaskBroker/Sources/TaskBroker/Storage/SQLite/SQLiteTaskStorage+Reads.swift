@@ -23,8 +23,8 @@ extension SQLiteTaskStorage {
                         )
                         SELECT name FROM listed WHERE name IS NOT NULL
                         """,
-                    arguments: [name ?? "", max(1, limit) + 1]
-                ).prefix(max(1, limit)).map { $0 }
+                    arguments: [name ?? "", max(1, limit)]
+                )
             }
         }
     }
