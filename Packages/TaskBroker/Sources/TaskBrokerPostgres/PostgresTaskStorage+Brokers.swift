@@ -15,7 +15,10 @@ extension PostgresTaskStorage: SharedBrokerNames {
     /// it (names compared as bytes).
     public func registerBroker(name: String, claimsPrefix: Bool) async throws {
         let lifetime = brokerRecordLifetime.milliseconds
-        let overlapping = try await transaction("record broker \(name)") { [self] connection -> String? in
+        // On your transactions' pool: a lock, a read and a write, with the client between them,
+        // where the broker's own sessions end a transaction idle for half a lease (400 ms in a
+        // test with a lease of 800 ms, which closed a registration under load).
+        let overlapping = try await transaction("record broker \(name)", on: writeClient) { [self] connection -> String? in
             try await connection.execute(sql.lockBrokersQuery(), logger: logger)
             if claimsPrefix {
                 // Read to the end (at most one row): a result left unread holds the next statement back.
