@@ -75,7 +75,7 @@ rich = m([("small", i(-5)), ("unsigned", u(7)), ("wide", u(2**63)), ("ratio", db
 w("Corpus/BinaryRowFuzzer/rich", b"\xb1" + rich)
 
 
-# TaskRowFuzzer: nine columns, each a type byte (0 null, 1 integer, 2 real, 3 text, 4 blob),
+# TaskRowFuzzer: thirteen columns, each a type byte (0 null, 1 integer, 2 real, 3 text, 4 blob),
 # a length byte and the content (integers and reals big-endian).
 def col(kind, content=b""):
     return bytes([kind, len(content)]) + content
@@ -85,13 +85,23 @@ def be(n):
     return struct.pack(">q", n)
 
 
+def real(x):
+    return col(2, struct.pack(">d", x))
+
+
+# not_before, priority, last_failure, failed_at: none, 0, none, none.
+plain = col(0) + col(1, be(0)) + col(0) + col(0)
 payload = b'{"key":"k1","collection":"c","queueName":"q-1","step":1}'
 w("Corpus/TaskRowFuzzer/ready", col(3, b"k1") + col(3, b"c") + col(3, b"q-1") + col(4, payload)
-  + col(1, be(1)) + col(1, be(1)) + col(1, be(0)) + col(1, be(0)) + col(0))
+  + col(1, be(1)) + col(1, be(1)) + col(1, be(0)) + col(1, be(0)) + col(0) + plain)
 w("Corpus/TaskRowFuzzer/paused-until", col(3, b"k2") + col(3, b"c") + col(3, b"q-1") + col(4, payload)
-  + col(1, be(2)) + col(1, be(5)) + col(1, be(3)) + col(1, be(1)) + col(2, struct.pack(">d", 1.7e9)))
+  + col(1, be(2)) + col(1, be(5)) + col(1, be(3)) + col(1, be(1)) + real(1.7e9)
+  + col(0) + col(1, be(0)) + col(3, b"the handler asked to retry after 5.0 seconds") + real(1.7e9))
 w("Corpus/TaskRowFuzzer/paused-until-restart", col(3, b"k3") + col(3, b"c") + col(3, b"q-2") + col(3, b"not json")
-  + col(1, be(3)) + col(1, be(6)) + col(1, be(0)) + col(1, be(2)) + col(0))
+  + col(1, be(3)) + col(1, be(6)) + col(1, be(0)) + col(1, be(2)) + col(0) + plain)
+w("Corpus/TaskRowFuzzer/later-with-priority", col(3, b"k4") + col(3, b"c") + col(3, b"q-3") + col(4, payload)
+  + col(1, be(4)) + col(1, be(7)) + col(1, be(0)) + col(1, be(0)) + col(0)
+  + real(1.9e9) + col(1, be(-5)) + col(0) + col(0))
 
 # QueuekitArgumentsFuzzer: the arguments, separated by NUL bytes.
 for name, args in [

@@ -4,11 +4,11 @@ import GRDB
 @testable import TaskBroker
 
 // The contract of a row of `taskbroker_action` read by the SQLite backend: SQLite keeps any value in
-// any column of an ordinary table, so any nine values (NULL, integer, real, text or blob each) are a
+// any column of an ordinary table, so any thirteen values (NULL, integer, real, text or blob each) are a
 // StoredTask or a TaskBrokerError, never a crash. The payload of a task that reads is then decoded
 // as the handler's action type the way the broker does, which must not crash either.
 //
-// Input: for each of the nine columns, a type byte (its value modulo 5) and a length byte, then
+// Input: for each of the thirteen columns, a type byte (its value modulo 5) and a length byte, then
 // that many content bytes.
 @main
 enum Main {
@@ -20,12 +20,12 @@ enum Main {
 public func fuzzTaskRow(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     var input = inputBytes(start, count)[...]
     var values: [DatabaseValue] = []
-    for _ in 0..<9 {
+    for _ in 0..<13 {
         values.append(value(from: &input))
     }
     do {
         try database.read { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?", arguments: StatementArguments(values)) else {
+            guard let row = try Row.fetchOne(db, sql: "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?", arguments: StatementArguments(values)) else {
                 preconditionFailure("SELECT returned no row")
             }
             do {

@@ -9,7 +9,10 @@ import TaskBroker
 ///
 /// - `action`: one row per stored action, keyed by collection and key; `position` orders a queue,
 ///   `revision` changes with every save (both from one sequence); `pause_kind` is `NULL` (runs),
-///   1 (until `pause_until`, seconds since 1970) or 2 (until restarted).
+///   1 (until `pause_until`, seconds since 1970) or 2 (until restarted); `not_before` is the
+///   earliest start (seconds since 1970; `NULL`: at once); `state` is 0 (ready) or 1 (a dead
+///   letter, never read as part of its queue); `last_failure` and `failed_at` record the last
+///   failed run.
 /// - `queue`: one row per queue ever saved, with its lease: `owner`, `epoch` (the fencing token,
 ///   +1 with every claim) and `expires_at` (server time; in the past when released).
 /// - `broker`: the brokers running on the schema, one row per name and storage (`owner`), kept
@@ -18,7 +21,7 @@ import TaskBroker
 /// - `meta`: the schema version.
 struct PostgresSchema: Sendable {
     /// The schema version this code writes; a database with a newer one is refused.
-    static let version: Int64 = 4
+    static let version: Int64 = 5
 
     let schema: String
     let action: String
@@ -91,6 +94,20 @@ struct PostgresSchema: Sendable {
                     expires_at timestamptz NOT NULL,
                     PRIMARY KEY (name, owner)
                 )
+                """,
+            ],
+            // Version 5: what a job system keeps with each action (see `action` above). Existing rows
+            // are ready, at once, priority 0, with no failure on record. The finish function takes
+            // the failures' reasons and times: a new signature, created beside version 4's, which
+            // workers of version 4 go on calling during a rolling upgrade.
+            5: [
+                """
+                ALTER TABLE \(action)
+                    ADD COLUMN IF NOT EXISTS not_before double precision,
+                    ADD COLUMN IF NOT EXISTS priority bigint NOT NULL DEFAULT 0,
+                    ADD COLUMN IF NOT EXISTS state smallint NOT NULL DEFAULT 0,
+                    ADD COLUMN IF NOT EXISTS last_failure text,
+                    ADD COLUMN IF NOT EXISTS failed_at double precision
                 """,
             ],
         ]
@@ -172,7 +189,10 @@ struct PostgresSchema: Sendable {
 
     // MARK: - Rows
 
-    static let taskColumns = "collection, key, queue_name, payload, position, revision, attempts, pause_kind, pause_until"
+    static let taskColumns = """
+        collection, key, queue_name, payload, position, revision, attempts, pause_kind, pause_until, \
+        not_before, priority, last_failure, failed_at
+        """
 
     /// A stored action from a row of ``taskColumns``.
     static func task(_ row: PostgresRow) throws -> StoredTask {
@@ -182,8 +202,15 @@ struct PostgresSchema: Sendable {
         return StoredTask(
             key: key, collection: collection, queueName: try cells.next(), payload: try cells.next(),
             position: try cells.next(), revision: try cells.next(), attempts: Int(try cells.next(Int32.self)),
-            pause: pause(kind: try cells.next(), until: try cells.next())
+            pause: pause(kind: try cells.next(), until: try cells.next()),
+            notBefore: (try cells.next(Double?.self)).map(Date.init(timeIntervalSince1970:)),
+            priority: Int(try cells.next(Int64.self)),
+            lastFailure: failure(reason: try cells.next(), at: try cells.next())
         )
+    }
+
+    static func failure(reason: String?, at seconds: Double?) -> TaskFailure? {
+        reason.map { TaskFailure(reason: $0, failedAt: Date(timeIntervalSince1970: seconds ?? 0)) }
     }
 
     static func pause(kind: Int16?, until: Double?) -> TaskPause? {
@@ -198,11 +225,16 @@ struct PostgresSchema: Sendable {
 
     /// Upserts actions (distinct keys), creates their queues' rows, and returns each action's
     /// position, new revision and the queue it was in before (if it moved).
-    func saveQuery(collections: [String], keys: [String], queueNames: [String], payloads: [ByteBuffer]) -> PostgresQuery {
+    /// A `notBefore` of NaN stands for none (the arrays carry no `NULL`s).
+    func saveQuery(
+        collections: [String], keys: [String], queueNames: [String], payloads: [ByteBuffer], notBefores: [Double], priorities: [Int64]
+    ) -> PostgresQuery {
         """
         WITH input AS (
-            SELECT c, k, q, p, nextval('\(unescaped: sequence)') AS n
-            FROM unnest(\(collections)::text[], \(keys)::text[], \(queueNames)::text[], \(payloads)::bytea[]) WITH ORDINALITY AS u(c, k, q, p, i)
+            SELECT c, k, q, p, NULLIF(nb, 'NaN'::float8) AS nb, pr, nextval('\(unescaped: sequence)') AS n
+            FROM unnest(\(collections)::text[], \(keys)::text[], \(queueNames)::text[], \(payloads)::bytea[],
+                        \(PostgresArray(notBefores))::float8[], \(PostgresArray(priorities))::int8[])
+                WITH ORDINALITY AS u(c, k, q, p, nb, pr, i)
             ORDER BY i
         ),
         queues AS (
@@ -212,11 +244,12 @@ struct PostgresSchema: Sendable {
             SELECT a.collection, a.key, a.queue_name FROM \(unescaped: action) a JOIN input ON a.collection = input.c AND a.key = input.k
         ),
         saved AS (
-            INSERT INTO \(unescaped: action) AS a (collection, key, queue_name, payload, position, revision)
-            SELECT c, k, q, p, n, n FROM input
+            INSERT INTO \(unescaped: action) AS a (collection, key, queue_name, payload, position, revision, not_before, priority)
+            SELECT c, k, q, p, n, n, nb, pr FROM input
             ON CONFLICT (collection, key) DO UPDATE SET
                 queue_name = excluded.queue_name, payload = excluded.payload, revision = excluded.revision,
-                attempts = 0, pause_kind = NULL, pause_until = NULL
+                not_before = excluded.not_before, priority = excluded.priority, state = 0,
+                attempts = 0, pause_kind = NULL, pause_until = NULL, last_failure = NULL, failed_at = NULL
             RETURNING a.collection, a.key, a.position, a.revision, a.queue_name
         )
         SELECT s.collection, s.key, s.position, s.revision,
@@ -262,7 +295,7 @@ struct PostgresSchema: Sendable {
     /// position. (Sorted here, a read of 256 queues of 100 actions sorted its 25,600 rows, payloads
     /// and all, in a temporary file: two thirds of the statement's time.)
     func tasksQuery(queueNames: [String]) -> PostgresQuery {
-        "SELECT \(unescaped: Self.taskColumns) FROM \(unescaped: action) WHERE queue_name = ANY(\(queueNames)::text[])"
+        "SELECT \(unescaped: Self.taskColumns) FROM \(unescaped: action) WHERE queue_name = ANY(\(queueNames)::text[]) AND state = 0"
     }
 
     /// The first `limit` stored actions of each of these queues after the position given with
@@ -273,7 +306,7 @@ struct PostgresSchema: Sendable {
         SELECT t.* FROM unnest(\(queueNames)::text[], \(positions)::int8[]) AS q(name, after)
         CROSS JOIN LATERAL (
             SELECT \(unescaped: Self.taskColumns) FROM \(unescaped: action) a
-            WHERE a.queue_name = q.name AND a.position > q.after ORDER BY a.position LIMIT \(Int64(limit))
+            WHERE a.queue_name = q.name AND a.position > q.after AND a.state = 0 ORDER BY a.position LIMIT \(Int64(limit))
         ) t
         """
     }
@@ -298,7 +331,7 @@ struct PostgresSchema: Sendable {
             JOIN \(unescaped: queue) q ON q.name = head.queue_name
             JOIN \(unescaped: action) a
                 ON a.collection = head.collection AND a.key = head.key AND a.queue_name = head.queue_name
-               AND a.revision = head.revision AND a.attempts = head.attempts AND a.pause_kind IS DISTINCT FROM 2
+               AND a.revision = head.revision AND a.attempts = head.attempts AND a.pause_kind IS DISTINCT FROM 2 AND a.state = 0
             WHERE q.expires_at <= clock_timestamp() OR q.owner = \(owner)
             FOR UPDATE OF q, a SKIP LOCKED
         ),
@@ -321,7 +354,7 @@ struct PostgresSchema: Sendable {
         FROM head
         LEFT JOIN \(unescaped: action) a
             ON a.collection = head.collection AND a.key = head.key AND a.queue_name = head.queue_name
-           AND a.revision = head.revision AND a.attempts = head.attempts AND a.pause_kind IS DISTINCT FROM 2
+           AND a.revision = head.revision AND a.attempts = head.attempts AND a.pause_kind IS DISTINCT FROM 2 AND a.state = 0
         LEFT JOIN \(unescaped: queue) q ON q.name = head.queue_name
         """
     }
@@ -393,6 +426,9 @@ struct PostgresSchema: Sendable {
         var nextPositions: [Int64] = []
         var nextRevisions: [Int64] = []
         var nextAttempts: [Int32] = []
+        // Per failure, why and when ("" and 0 for a completion).
+        var reasons: [String] = []
+        var failedAts: [Double] = []
         queueNames.reserveCapacity(count)
         positions.reserveCapacity(count)
         revisions.reserveCapacity(count)
@@ -401,6 +437,8 @@ struct PostgresSchema: Sendable {
         nextPositions.reserveCapacity(count)
         nextRevisions.reserveCapacity(count)
         nextAttempts.reserveCapacity(count)
+        reasons.reserveCapacity(count)
+        failedAts.reserveCapacity(count)
         for outcome in outcomes {
             let task: StoredTask
             var next: StoredTask?
@@ -429,12 +467,15 @@ struct PostgresSchema: Sendable {
             nextPositions.append(next?.position ?? -1)
             nextRevisions.append(next?.revision ?? -1)
             nextAttempts.append(Int32(clamping: next?.attempts ?? 0))
+            reasons.append(task.lastFailure?.reason ?? "")
+            failedAts.append(task.lastFailure?.failedAt.timeIntervalSince1970 ?? 0)
         }
         return """
         SELECT * FROM \(unescaped: finishFunction)(
             \(PostgresArray(queueNames))::text[], \(PostgresArray(epochs))::int8[], \(PostgresArray(positions))::int8[],
             \(PostgresArray(revisions))::int8[], \(PostgresArray(kinds))::int2[], \(PostgresArray(untils))::float8[],
             \(PostgresArray(nextPositions))::int8[], \(PostgresArray(nextRevisions))::int8[], \(PostgresArray(nextAttempts))::int4[],
+            \(PostgresArray(reasons))::text[], \(PostgresArray(failedAts))::float8[],
             \(owner)::text, \(leaseMilliseconds)::int8, \(keepMilliseconds)::int8, \(ChangeMessage.originPrefix(origin))::text,
             \(channel)::text, \(Int64(Self.chunkBytes))::int8, \(Int64(Self.entryLimit))::int8
         )
@@ -449,16 +490,18 @@ struct PostgresSchema: Sendable {
     ///
     /// Its parameters: per outcome, the queue, the epoch of its lease, the action's position and
     /// revision, the kind (0 completed, 1 failed, 2 failed until `until`, 3 failed until restarted)
-    /// and `until` (seconds since 1970), and the next head's position, revision and attempts (-1:
-    /// none); then the owner, the lease and `keep` in milliseconds, the notifications' origin
-    /// prefix, channel, chunk size and entry limit. Changing them needs a `DROP FUNCTION` in a
-    /// migration; changing the body needs a new schema version (``migrate(on:logger:)`` creates the
-    /// function anew whenever it migrates).
+    /// and `until` (seconds since 1970), the next head's position, revision and attempts (-1:
+    /// none), and a failure's reason and time (seconds since 1970; `""` for a completion); then the owner, the lease and `keep` in milliseconds, the notifications' origin
+    /// prefix, channel, chunk size and entry limit. Changing them creates a second function beside
+    /// the first (PostgreSQL tells functions apart by their parameter types), which workers of the
+    /// previous version go on calling; changing the body needs a new schema version
+    /// (``migrate(on:logger:)`` creates the function anew whenever it migrates).
     var finishFunctionDefinition: String {
         """
         CREATE OR REPLACE FUNCTION \(finishFunction)(
             p_queue_names text[], p_epochs int8[], p_positions int8[], p_revisions int8[], p_kinds int2[], p_untils float8[],
             p_next_positions int8[], p_next_revisions int8[], p_next_attempts int4[],
+            p_reasons text[], p_failed_ats float8[],
             p_owner text, p_lease_ms int8, p_keep_ms int8, p_origin text, p_channel text, p_chunk_bytes int8, p_entry_limit int8
         ) RETURNS TABLE (r_positions int8[], r_kinds int2[], r_values int8[]) LANGUAGE plpgsql
         -- Every row it touches is found through an index. Without this, the plan of `released` and
@@ -477,13 +520,14 @@ struct PostgresSchema: Sendable {
             WITH outcome AS MATERIALIZED (
                 SELECT o.*, (o.kind = 0 AND o.next_revision >= 0 AND n.queue_name IS NOT NULL AND n.queue_name = o.queue_name) AS go_on
                 FROM unnest(p_queue_names, p_epochs, p_positions, p_revisions, p_kinds,
-                            p_untils, p_next_positions, p_next_revisions, p_next_attempts)
+                            p_untils, p_next_positions, p_next_revisions, p_next_attempts, p_reasons, p_failed_ats)
                     WITH ORDINALITY
-                    AS o(queue_name, epoch, position, revision, kind, until, next_position, next_revision, next_attempts, i)
+                    AS o(queue_name, epoch, position, revision, kind, until, next_position, next_revision, next_attempts,
+                         reason, failed_at, i)
                 LEFT JOIN LATERAL (
                     SELECT n.queue_name FROM \(action) n
                     WHERE n.position = o.next_position
-                      AND n.revision = o.next_revision AND n.attempts = o.next_attempts AND n.pause_kind IS NULL
+                      AND n.revision = o.next_revision AND n.attempts = o.next_attempts AND n.pause_kind IS NULL AND n.state = 0
                     LIMIT 1
                 ) n ON true
             ),
@@ -498,7 +542,7 @@ struct PostgresSchema: Sendable {
                 -- One primary-key probe per outcome, taken in the sorted outcomes' order: a join let
                 -- the cached (generic) plan, with the queue table's statistics from when it was
                 -- nearly empty, scan every queue once per outcome (45 ms for 450 outcomes).
-                SELECT o.i, q.name, q.epoch, o.go_on, o.position, o.revision, o.kind, o.until,
+                SELECT o.i, q.name, q.epoch, o.go_on, o.position, o.revision, o.kind, o.until, o.reason, o.failed_at,
                        q.expires_at < clock_timestamp() + p_keep_ms * interval '1 millisecond' AS short
                 FROM (SELECT * FROM outcome ORDER BY queue_name) o
                 CROSS JOIN LATERAL (
@@ -527,7 +571,8 @@ struct PostgresSchema: Sendable {
             failed AS (
                 UPDATE \(action) a SET attempts = LEAST(a.attempts, 2147483646) + 1,
                     pause_kind = CASE o.kind WHEN 2 THEN 1 WHEN 3 THEN 2 END,
-                    pause_until = CASE WHEN o.kind = 2 THEN o.until END
+                    pause_until = CASE WHEN o.kind = 2 THEN o.until END,
+                    last_failure = NULLIF(o.reason, ''), failed_at = CASE WHEN o.reason <> '' THEN o.failed_at END
                 FROM held o
                 WHERE o.kind > 0 AND a.position = o.position AND a.revision = o.revision
                 RETURNING o.i, a.queue_name
@@ -676,7 +721,7 @@ struct PostgresSchema: Sendable {
     func resumeQuery(queueNames: [String]) -> PostgresQuery {
         """
         UPDATE \(unescaped: action) SET pause_kind = NULL, pause_until = NULL
-        WHERE queue_name = ANY(\(queueNames)::text[]) AND pause_kind IS NOT NULL
+        WHERE queue_name = ANY(\(queueNames)::text[]) AND pause_kind IS NOT NULL AND state = 0
         RETURNING \(unescaped: Self.taskColumns)
         """
     }
@@ -688,11 +733,12 @@ struct PostgresSchema: Sendable {
         """
     }
 
-    /// Per queue: pending count, and the head's attempts and pause.
+    /// Per queue: pending count, and the head's attempts, pause and last failure.
     func snapshotQuery() -> PostgresQuery {
         """
-        SELECT DISTINCT ON (queue_name) queue_name, count(*) OVER (PARTITION BY queue_name), attempts, pause_kind, pause_until
-        FROM \(unescaped: action)
+        SELECT DISTINCT ON (queue_name) queue_name, count(*) OVER (PARTITION BY queue_name), attempts, pause_kind, pause_until,
+               last_failure, failed_at
+        FROM \(unescaped: action) WHERE state = 0
         ORDER BY queue_name, pause_kind IS NULL, position
         """
     }

@@ -159,7 +159,8 @@ public final class PostgresTaskStorage: TaskStorage {
         let rows = try await connection.query(
             sql.saveQuery(
                 collections: tasks.map(\.collection), keys: tasks.map(\.key), queueNames: tasks.map(\.queueName),
-                payloads: tasks.map { ByteBuffer(bytes: $0.payload) }
+                payloads: tasks.map { ByteBuffer(bytes: $0.payload) },
+                notBefores: tasks.map { $0.notBefore?.timeIntervalSince1970 ?? .nan }, priorities: tasks.map { Int64($0.priority) }
             ),
             logger: logger
         )
@@ -176,7 +177,7 @@ public final class PostgresTaskStorage: TaskStorage {
             if let previous = row.previousQueue { changed.insert(previous) }
             return StoredTask(
                 key: task.key, collection: task.collection, queueName: task.queueName, payload: task.payload,
-                position: row.position, revision: row.revision
+                position: row.position, revision: row.revision, notBefore: task.notBefore, priority: task.priority
             )
         }
         try await notify(ChangeMessage.chunks(queues: changed.sorted()), on: connection)
@@ -293,9 +294,11 @@ public final class PostgresTaskStorage: TaskStorage {
             try await withConnection { [self] connection in
                 var snapshots: [TaskQueueSnapshot] = []
                 let rows = try await connection.query(sql.snapshotQuery(), logger: logger)
-                for try await (name, pending, attempts, pauseKind, pauseUntil) in rows.decode((String, Int, Int32, Int16?, Double?).self) {
+                for try await (name, pending, attempts, pauseKind, pauseUntil, reason, failedAt)
+                    in rows.decode((String, Int, Int32, Int16?, Double?, String?, Double?).self) {
                     snapshots.append(TaskQueueSnapshot(
-                        name: name, pending: pending, pause: PostgresSchema.pause(kind: pauseKind, until: pauseUntil), attempts: Int(attempts)
+                        name: name, pending: pending, pause: PostgresSchema.pause(kind: pauseKind, until: pauseUntil), attempts: Int(attempts),
+                        lastFailure: PostgresSchema.failure(reason: reason, at: failedAt)
                     ))
                 }
                 return snapshots

@@ -35,7 +35,10 @@ public enum TaskStorageConformance: Sendable {
     }
 
     /// Every check of the suite.
-    public static let checks: [Check] = [
+    public static let checks: [Check] = queueChecks + jobChecks
+
+    /// The checks of queues: saves, reads, claims, outcomes, pauses.
+    static let queueChecks: [Check] = [
         Check("save assigns increasing positions and revisions") { storage in
             let saved = try await storage.save([task("a", "q1"), task("b", "q1"), task("c", "q2")])
             try expect(saved.map(\.key) == ["a", "b", "c"], "save returns the stored tasks in order")
@@ -359,7 +362,7 @@ public enum TaskStorageConformance: Sendable {
     }
 
     /// What a broker does with outcomes: claims the actions, then stores what became of them.
-    private static func settle(_ storage: any TaskStorage, _ outcomes: [TaskOutcome]) async throws {
+    static func settle(_ storage: any TaskStorage, _ outcomes: [TaskOutcome]) async throws {
         let heads = outcomes.map { outcome in
             switch outcome {
             case .completed(let task), .failed(let task, _): task

@@ -208,6 +208,7 @@ struct PostgresFinishScanTests {
                     \([saved[0].position, saved[1].position])::int8[], \([saved[0].revision, saved[1].revision])::int8[],
                     \([Int16(0), Int16(0)])::int2[], \([0.0, 0.0])::float8[],
                     \([Int64(-1), saved[2].position])::int8[], \([Int64(-1), saved[2].revision])::int8[], \([Int32(0), Int32(0)])::int4[],
+                    \(["", ""])::text[], \([0.0, 0.0])::float8[],
                     'w', 30000, 27500, 'test', 'test', 4900, 3000)
                 """
             var kinds: [Int16] = []

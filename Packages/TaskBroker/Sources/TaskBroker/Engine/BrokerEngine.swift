@@ -254,7 +254,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             case .announceSpareCapacity(let room):
                 group.addTask { await self.announceSpareCapacity(room: room) }
             case .store(let outcomes):
-                committer.submit(outcomes)
+                let now = time.now()
+                committer.submit(outcomes.map { $0.stamped(at: now) })
             case .startTimer(let token, let delay):
                 let timer = BrokerTimer()
                 timers[token] = timer
@@ -310,7 +311,9 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             case .retry(let after): pause = after > .zero ? .until(time.now().addingTimeInterval(after.timeInterval)) : nil
             case .waitForRestart: pause = .untilRestart
             }
-            let outcome = BrokerOutcome(task: task, result: result, pause: pause, next: result == .success ? next : nil)
+            let outcome = BrokerOutcome(
+                task: task, result: result, pause: pause, next: result == .success ? next : nil, failedAt: time.now()
+            )
             // Straight to the committer (through the launch while it still starts handlers):
             // outcomes that arrive while a commit runs share the next one.
             if !launch.collect(outcome) {

@@ -55,16 +55,52 @@ struct BrokerOutcome: Sendable {
     /// On a shared backend, for a success: the queue's next head when the action started, which the
     /// finish claims along with the outcome (``TaskStorage/finish(_:claimingNext:owner:leaseDuration:)``).
     let next: StoredTask?
+    /// For a failure: what failed, in words.
+    let reason: String?
+    /// For a failure: when it failed (wall clock); the engine stamps an outcome that the state
+    /// machine, which has no wall clock, made (``stamped(at:)``).
+    private(set) var failedAt: Date?
 
-    init(task: StoredTask, result: TaskResult, pause: TaskPause?, next: StoredTask? = nil) {
+    init(
+        task: StoredTask, result: TaskResult, pause: TaskPause?, next: StoredTask? = nil,
+        reason: String? = nil, failedAt: Date? = nil
+    ) {
         self.task = task
         self.result = result
         self.pause = pause
         self.next = next
+        self.reason = result == .success ? nil : reason ?? result.failureReason
+        self.failedAt = result == .success ? nil : failedAt
+    }
+
+    /// The failure as it is stored with the action (`nil` for a success).
+    var failure: TaskFailure? {
+        reason.map { TaskFailure(reason: $0, failedAt: failedAt ?? Date(timeIntervalSince1970: 0)) }
+    }
+
+    /// This outcome with its failure's time set, if it was not.
+    func stamped(at date: Date) -> BrokerOutcome {
+        var outcome = self
+        if outcome.reason != nil, outcome.failedAt == nil { outcome.failedAt = date }
+        return outcome
     }
 
     var stored: TaskOutcome {
-        result == .success ? .completed(task) : .failed(task, pause: pause)
+        guard result != .success else { return .completed(task) }
+        var failed = task
+        failed.lastFailure = failure
+        return .failed(failed, pause: pause)
+    }
+}
+
+extension TaskResult {
+    /// A failure as the handler reported it, in words.
+    var failureReason: String? {
+        switch self {
+        case .success: nil
+        case .retry(let after): after > .zero ? "the handler asked to retry after \(after)" : "the handler asked to retry at once"
+        case .waitForRestart: "the handler asked to wait for a restart"
+        }
     }
 }
 

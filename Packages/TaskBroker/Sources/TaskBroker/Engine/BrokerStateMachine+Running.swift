@@ -95,7 +95,10 @@ extension BrokerStateMachine {
             if pick.action == nil {
                 // It cannot run: pause its queue until restarted, durably.
                 out.append(.emit(.undecodable(queueName: task.queueName, key: task.key, collection: task.collection)))
-                undecodable.append(BrokerOutcome(task: task, result: .waitForRestart, pause: .untilRestart))
+                undecodable.append(BrokerOutcome(
+                    task: task, result: .waitForRestart, pause: .untilRestart,
+                    reason: "the stored payload does not decode as the broker's action type"
+                ))
             } else {
                 runs.append(pick)
                 next.append(nextHead(of: task.queueName))
@@ -288,6 +291,7 @@ extension BrokerStateMachine {
             case .retry, .waitForRestart:
                 if let held = state.held { state.held?.task.attempts = held.task.nextAttempt }
                 state.held?.task.pause = outcome.pause
+                state.held?.task.lastFailure = outcome.failure
                 if case .until(let date)? = outcome.pause {
                     state.timer = startTimer(.pause(queueName), .until(date), into: &out)
                 }

@@ -17,6 +17,9 @@ public struct TaskQueueSnapshot: Sendable, Hashable {
     /// its outcome and is about to try again (`nil` when storage works). A database snapshot does
     /// not know and reports `nil`; ask ``TaskQueueBroker/snapshot()``.
     public var storageFailure: String?
+    /// The last failed run of the queue's head (its paused action, if any), if it failed since it
+    /// was saved.
+    public var lastFailure: TaskFailure?
 
     /// The wall-clock time a timed retry is due, or `nil` when not paused on a timer.
     public var pausedUntil: Date? {
@@ -33,9 +36,10 @@ public struct TaskQueueSnapshot: Sendable, Hashable {
     ///   - pause: Why the queue is paused, if it is.
     ///   - attempts: The failures of the queue's head.
     ///   - storageFailure: Why the queue waits on storage, if it does.
+    ///   - lastFailure: The last failed run of the queue's head.
     public init(
         name: String, pending: Int, inFlight: String? = nil, pause: TaskPause? = nil, attempts: Int = 0,
-        storageFailure: String? = nil
+        storageFailure: String? = nil, lastFailure: TaskFailure? = nil
     ) {
         self.name = name
         self.pending = pending
@@ -43,5 +47,6 @@ public struct TaskQueueSnapshot: Sendable, Hashable {
         self.pause = pause
         self.attempts = attempts
         self.storageFailure = storageFailure
+        self.lastFailure = lastFailure
     }
 }

@@ -8,6 +8,24 @@ public enum TaskPause: Sendable, Hashable {
     case untilRestart
 }
 
+/// A failed run of a stored action: why, and when.
+public struct TaskFailure: Sendable, Hashable {
+    /// What failed, in words (for an operator; not parsed).
+    public var reason: String
+    /// When the run failed (wall clock).
+    public var failedAt: Date
+
+    /// Creates a failure record.
+    ///
+    /// - Parameters:
+    ///   - reason: What failed, in words.
+    ///   - failedAt: When the run failed.
+    public init(reason: String, failedAt: Date) {
+        self.reason = reason
+        self.failedAt = failedAt
+    }
+}
+
 /// An action as a ``TaskStorage`` backend keeps it: its encoded form plus its queue state.
 public struct StoredTask: Sendable, Hashable {
     /// The action's key, unique within its collection.
@@ -29,6 +47,12 @@ public struct StoredTask: Sendable, Hashable {
     /// Why the action is held back, or `nil` when it may run. At most one action of a queue is paused,
     /// and while it is, the whole queue waits for it.
     public var pause: TaskPause?
+    /// The earliest time the action may start, as saved (`nil`: at once).
+    public var notBefore: Date?
+    /// The priority it was saved with (larger runs first; 0 by default).
+    public var priority: Int
+    /// The last failed run, if the action has failed since it was saved.
+    public var lastFailure: TaskFailure?
 
     /// Creates a stored action.
     ///
@@ -41,9 +65,13 @@ public struct StoredTask: Sendable, Hashable {
     ///   - revision: The save that produced this version.
     ///   - attempts: How many times the action has failed.
     ///   - pause: Why the action is held back, if it is.
+    ///   - notBefore: The earliest time the action may start.
+    ///   - priority: The priority it was saved with.
+    ///   - lastFailure: Its last failed run.
     public init(
         key: String, collection: String, queueName: String, payload: Data,
-        position: Int64, revision: Int64, attempts: Int = 0, pause: TaskPause? = nil
+        position: Int64, revision: Int64, attempts: Int = 0, pause: TaskPause? = nil,
+        notBefore: Date? = nil, priority: Int = 0, lastFailure: TaskFailure? = nil
     ) {
         self.key = key
         self.collection = collection
@@ -53,6 +81,9 @@ public struct StoredTask: Sendable, Hashable {
         self.revision = revision
         self.attempts = attempts
         self.pause = pause
+        self.notBefore = notBefore
+        self.priority = priority
+        self.lastFailure = lastFailure
     }
 }
 
@@ -66,6 +97,10 @@ public struct NewTask: Sendable, Hashable {
     public var queueName: String
     /// The action, JSON-encoded.
     public var payload: Data
+    /// The earliest time the action may start (`nil`: at once).
+    public var notBefore: Date?
+    /// The action's priority (larger runs first; 0 by default).
+    public var priority: Int
 
     /// Creates an action to enqueue. The key, the collection and the queue name are stored in
     /// Unicode Normalization Form C (Swift's `==` holds for their other spellings too).
@@ -75,11 +110,15 @@ public struct NewTask: Sendable, Hashable {
     ///   - collection: The action's collection.
     ///   - queueName: The queue that runs the action.
     ///   - payload: The encoded action.
-    public init(key: String, collection: String, queueName: String, payload: Data) {
+    ///   - notBefore: The earliest time the action may start.
+    ///   - priority: The action's priority.
+    public init(key: String, collection: String, queueName: String, payload: Data, notBefore: Date? = nil, priority: Int = 0) {
         self.key = key.normalizedName
         self.collection = collection.normalizedName
         self.queueName = queueName.normalizedName
         self.payload = payload
+        self.notBefore = notBefore
+        self.priority = priority
     }
 }
 
@@ -87,8 +126,8 @@ public struct NewTask: Sendable, Hashable {
 public enum TaskOutcome: Sendable, Hashable {
     /// The action succeeded: delete it, if its revision is still the stored one.
     case completed(StoredTask)
-    /// The action failed: count the attempt and store `pause` (`nil` to run it again at once),
-    /// if its revision is still the stored one.
+    /// The action failed: count the attempt, store `pause` (`nil` to run it again at once) and the
+    /// task's ``StoredTask/lastFailure``, if its revision is still the stored one.
     case failed(StoredTask, pause: TaskPause?)
 }
 
@@ -105,8 +144,8 @@ public enum TaskOutcome: Sendable, Hashable {
 /// revision is still stored.
 public protocol TaskStorage: Sendable {
     /// Enqueues actions in one transaction. An action whose key and collection are already
-    /// stored replaces the stored one: it keeps its position, gets a new revision, and its
-    /// attempts and pause are cleared.
+    /// stored replaces the stored one: it keeps its position, gets a new revision, its not-before
+    /// time and priority, and its attempts, pause and last failure are cleared.
     ///
     /// - Parameter tasks: The actions to store.
     /// - Returns: The stored versions, in the order given.

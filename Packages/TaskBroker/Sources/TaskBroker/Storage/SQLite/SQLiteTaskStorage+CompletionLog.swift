@@ -56,7 +56,7 @@ extension SQLiteTaskStorage {
         // The attempt count is written as a value, not incremented: storing the same outcome twice
         // (a commit retried after a failure whose fate was unknown) counts it once.
         let fail = try db.cachedStatement(sql: """
-            UPDATE taskbroker_action SET attempts = ?, pause_kind = ?, pause_until = ?
+            UPDATE taskbroker_action SET attempts = ?, pause_kind = ?, pause_until = ?, last_failure = ?, failed_at = ?
             WHERE collection = ? AND key = ? AND revision = ?
             """)
         for outcome in outcomes {
@@ -65,7 +65,10 @@ extension SQLiteTaskStorage {
                 completed.append(task)
             case .failed(let task, let pause):
                 let (kind, until) = columns(for: pause)
-                try fail.execute(arguments: [task.nextAttempt, kind, until, task.collection, task.key, task.revision])
+                try fail.execute(arguments: [
+                    task.nextAttempt, kind, until, task.lastFailure?.reason, task.lastFailure?.failedAt.timeIntervalSince1970,
+                    task.collection, task.key, task.revision,
+                ])
                 if db.changesCount == 0 { outdated.insert(task.queueName) }
             }
         }
@@ -115,4 +118,7 @@ extension SQLiteTaskStorage {
 
     /// The condition of a stored, not yet completed row of `taskbroker_action`.
     static let isLive = "revision NOT IN (SELECT revision FROM taskbroker_done)"
+
+    /// The condition of a row that its queue runs: stored, not completed, not a dead letter.
+    static let isReady = "state = 0 AND \(isLive)"
 }

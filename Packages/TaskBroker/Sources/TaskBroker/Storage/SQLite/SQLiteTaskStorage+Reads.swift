@@ -69,7 +69,7 @@ extension SQLiteTaskStorage {
                     let statement = try db.cachedStatement(
                         sql: """
                             SELECT \(Self.selectedColumns) FROM taskbroker_action
-                            WHERE queue_name = ? AND position > ? AND \(Self.isLive)
+                            WHERE queue_name = ? AND position > ? AND \(Self.isReady)
                             ORDER BY position LIMIT ?
                             """
                     )
@@ -88,7 +88,7 @@ extension SQLiteTaskStorage {
                         sql: """
                             SELECT \(Self.selectedColumns) FROM taskbroker_action
                             WHERE queue_name IN (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))
-                            AND \(Self.isLive)
+                            AND \(Self.isReady)
                             ORDER BY queue_name, position
                             """,
                         arguments: StatementArguments(Array(names))

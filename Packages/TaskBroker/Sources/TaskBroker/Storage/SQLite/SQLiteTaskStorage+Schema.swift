@@ -4,7 +4,7 @@ import QueuePersistence
 extension SQLiteTaskStorage {
     /// TaskBroker's tables in a shared file: migrations named `taskbroker-…`.
     static var schema: SQLiteSchema {
-        SQLiteSchema(owner: "TaskBroker", migrator: migrator, migrationPrefix: "taskbroker-", version: 4)
+        SQLiteSchema(owner: "TaskBroker", migrator: migrator, migrationPrefix: "taskbroker-", version: 5)
     }
 
     /// The schema history. Add migrations; never edit a shipped one.
@@ -75,6 +75,19 @@ extension SQLiteTaskStorage {
                     name TEXT PRIMARY KEY,
                     prefix_claim INTEGER NOT NULL
                 );
+                """)
+        }
+        // What a job system keeps with each action: the earliest start (`not_before`, seconds since
+        // 1970; NULL: at once), a priority, a state (0 ready, 1 dead letter: never read as part of
+        // its queue) and the last failed run (`last_failure`, `failed_at`). Existing rows are ready,
+        // at once, priority 0, with no failure on record; their attempts and pauses are kept.
+        migrator.registerMigration("taskbroker-v5-job-schema") { db in
+            try db.execute(sql: """
+                ALTER TABLE taskbroker_action ADD COLUMN not_before REAL;
+                ALTER TABLE taskbroker_action ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE taskbroker_action ADD COLUMN state INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE taskbroker_action ADD COLUMN last_failure TEXT;
+                ALTER TABLE taskbroker_action ADD COLUMN failed_at REAL;
                 """)
         }
         return migrator

@@ -106,7 +106,7 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
                 let rows = try Row.fetchCursor(
                     db,
                     sql: """
-                        SELECT \(Self.selectedColumns) FROM taskbroker_action WHERE queue_name = ? AND \(Self.isLive)
+                        SELECT \(Self.selectedColumns) FROM taskbroker_action WHERE queue_name = ? AND \(Self.isReady)
                         ORDER BY position
                         """,
                     arguments: [queueName]
@@ -165,7 +165,7 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
     func purge(queue queueName: String) async throws -> Int {
         try await write("purge queue \(queueName)", announcing: { _ in [.purged(queueName: queueName)] }) { db in
             let live = try Int.fetchOne(
-                db, sql: "SELECT count(*) FROM taskbroker_action WHERE queue_name = ? AND \(Self.isLive)", arguments: [queueName]
+                db, sql: "SELECT count(*) FROM taskbroker_action WHERE queue_name = ? AND \(Self.isReady)", arguments: [queueName]
             ) ?? 0
             try db.execute(sql: "DELETE FROM taskbroker_action WHERE queue_name = ?", arguments: [queueName])
             try Self.journal([queueName], in: db)
@@ -179,8 +179,9 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
                 var snapshots: [String: TaskQueueSnapshot] = [:]
                 var order: [String] = []
                 for row in try Row.fetchAll(db, sql: """
-                    WITH live AS (SELECT * FROM taskbroker_action WHERE \(Self.isLive))
-                    SELECT a.queue_name AS queue_name, counts.pending AS pending, a.attempts AS attempts
+                    WITH live AS (SELECT * FROM taskbroker_action WHERE \(Self.isReady))
+                    SELECT a.queue_name AS queue_name, counts.pending AS pending, a.attempts AS attempts,
+                           a.last_failure AS last_failure, a.failed_at AS failed_at
                     FROM (SELECT queue_name, count(*) AS pending, min(position) AS head
                           FROM live GROUP BY queue_name) AS counts
                     JOIN live a ON a.queue_name = counts.queue_name AND a.position = counts.head
@@ -190,19 +191,23 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
                     let name: String = try row.decode(forColumn: "queue_name")
                     order.append(name)
                     snapshots[name] = TaskQueueSnapshot(
-                        name: name, pending: try row.decode(forColumn: "pending"), attempts: try row.decode(forColumn: "attempts")
+                        name: name, pending: try row.decode(forColumn: "pending"), attempts: try row.decode(forColumn: "attempts"),
+                        lastFailure: try Self.failure(
+                            reason: try row.decode(forColumn: "last_failure"), at: try row.decode(forColumn: "failed_at")
+                        )
                     )
                 }
                 for row in try Row.fetchAll(
                     db,
                     sql: """
-                        SELECT \(Self.selectedColumns) FROM taskbroker_action WHERE pause_kind <> 0 AND \(Self.isLive)
+                        SELECT \(Self.selectedColumns) FROM taskbroker_action WHERE pause_kind <> 0 AND \(Self.isReady)
                         ORDER BY queue_name, position
                         """
                 ) {
                     let task = try Self.task(from: row)
                     snapshots[task.queueName]?.pause = task.pause
                     snapshots[task.queueName]?.attempts = task.attempts
+                    snapshots[task.queueName]?.lastFailure = task.lastFailure
                 }
                 return order.compactMap { snapshots[$0] }
             }
@@ -216,11 +221,12 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
         var stored: [StoredTask] = []
         stored.reserveCapacity(tasks.count)
         let statement = try db.cachedStatement(sql: """
-            INSERT INTO taskbroker_action (collection, key, queue_name, position, revision, payload)
-            VALUES (?, ?, ?, ?, ?, ?)
+            INSERT INTO taskbroker_action (collection, key, queue_name, position, revision, payload, not_before, priority)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (collection, key) DO UPDATE SET
                 queue_name = excluded.queue_name, revision = excluded.revision, payload = excluded.payload,
-                attempts = 0, pause_kind = 0, pause_until = NULL,
+                not_before = excluded.not_before, priority = excluded.priority, state = 0,
+                attempts = 0, pause_kind = 0, pause_until = NULL, last_failure = NULL, failed_at = NULL,
                 position = CASE WHEN EXISTS (SELECT 1 FROM taskbroker_done d WHERE d.revision = taskbroker_action.revision)
                     THEN excluded.position ELSE taskbroker_action.position END
             RETURNING position
@@ -236,11 +242,15 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
             sequence += 1
             let position = try Int64.fetchOne(
                 statement,
-                arguments: [task.collection, task.key, task.queueName, sequence, sequence, task.payload]
+                arguments: [
+                    task.collection, task.key, task.queueName, sequence, sequence, task.payload,
+                    task.notBefore?.timeIntervalSince1970, task.priority,
+                ]
             ) ?? sequence
             stored.append(StoredTask(
                 key: task.key, collection: task.collection, queueName: task.queueName,
-                payload: task.payload, position: position, revision: sequence
+                payload: task.payload, position: position, revision: sequence,
+                notBefore: task.notBefore, priority: task.priority
             ))
         }
         try db.execute(sql: "UPDATE taskbroker_sequence SET value = ? WHERE id = 1", arguments: [sequence])
@@ -275,7 +285,7 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
                 db,
                 sql: """
                     UPDATE taskbroker_action SET pause_kind = 0, pause_until = NULL
-                    WHERE queue_name = ? AND pause_kind <> 0 AND \(isLive) RETURNING \(selectedColumns)
+                    WHERE queue_name = ? AND pause_kind <> 0 AND \(isReady) RETURNING \(selectedColumns)
                     """,
                 arguments: [name]
             ).map(task(from:))
@@ -284,7 +294,10 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
     }
 
     /// The columns `task(from:)` reads, in its order.
-    static let selectedColumns = "key, collection, queue_name, payload, position, revision, attempts, pause_kind, pause_until"
+    static let selectedColumns = """
+        key, collection, queue_name, payload, position, revision, attempts, pause_kind, pause_until, \
+        not_before, priority, last_failure, failed_at
+        """
 
     ///
     /// The columns are declared `NOT NULL` with a type, but SQLite stores any value in any column
@@ -311,11 +324,15 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
             case 2: pause = .untilRestart
             default: pause = nil
             }
+            let notBefore = try row.decode(Double?.self, atIndex: 9)
             return StoredTask(
                 key: try row.decode(atIndex: 0), collection: try row.decode(atIndex: 1),
                 queueName: try row.decode(atIndex: 2), payload: try row.decode(atIndex: 3),
                 position: try row.decode(atIndex: 4), revision: try row.decode(atIndex: 5),
-                attempts: try row.decode(atIndex: 6), pause: pause
+                attempts: try row.decode(atIndex: 6), pause: pause,
+                notBefore: try notBefore.map { seconds throws(TaskBrokerError) in try date(seconds, of: "not-before time") },
+                priority: try row.decode(atIndex: 10),
+                lastFailure: try failure(reason: try row.decode(atIndex: 11), at: try row.decode(atIndex: 12))
             )
         } catch let error as TaskBrokerError {
             throw error
@@ -327,6 +344,23 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
                 underlying: error
             )
         }
+    }
+
+    /// A failure record from its columns (`nil` without a reason).
+    static func failure(reason: String?, at seconds: Double?) throws(TaskBrokerError) -> TaskFailure? {
+        guard let reason else { return nil }
+        return TaskFailure(reason: reason, failedAt: try date(seconds ?? 0, of: "failure time"))
+    }
+
+    /// A stored time (seconds since 1970) as a date; a value that is no time (NaN, infinite) is a corrupt row.
+    static func date(_ seconds: Double, of what: String) throws(TaskBrokerError) -> Date {
+        guard seconds.isFinite else {
+            throw TaskBrokerError(
+                code: .corruptDatabase,
+                message: "A stored action's \(what) is \(seconds), which is no time; repair or delete the row in taskbroker_action."
+            )
+        }
+        return Date(timeIntervalSince1970: seconds)
     }
 
     static func columns(for pause: TaskPause?) -> (Int, Double?) {
