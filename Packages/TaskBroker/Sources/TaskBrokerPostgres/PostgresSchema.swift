@@ -109,6 +109,9 @@ struct PostgresSchema: Sendable {
                     ADD COLUMN IF NOT EXISTS last_failure text,
                     ADD COLUMN IF NOT EXISTS failed_at double precision
                 """,
+                // The actions saved to run later, by time: a broker finds those whose time has come,
+                // and the next time to wake up, through it.
+                "CREATE INDEX IF NOT EXISTS action_schedule ON \(action) (not_before, position) WHERE not_before IS NOT NULL",
             ],
         ]
     }
@@ -255,6 +258,26 @@ struct PostgresSchema: Sendable {
         SELECT s.collection, s.key, s.position, s.revision,
                CASE WHEN p.queue_name IS DISTINCT FROM s.queue_name THEN p.queue_name END
         FROM saved s LEFT JOIN previous p ON p.collection = s.collection AND p.key = s.key
+        """
+    }
+
+    /// Actions saved to run later whose time is after the cursor and no later than `through`,
+    /// by (not-before, position): a range scan of the schedule index.
+    func scheduledQuery(afterTime: Double, afterPosition: Int64, through: Double, limit: Int) -> PostgresQuery {
+        """
+        SELECT queue_name, not_before, position FROM \(unescaped: action)
+        WHERE not_before IS NOT NULL AND (not_before, position) > (\(afterTime)::float8, \(afterPosition)::int8)
+          AND not_before <= \(through)::float8 AND state = 0
+        ORDER BY not_before, position LIMIT \(Int64(limit))
+        """
+    }
+
+    /// The earliest not-before time after `after` of a ready action.
+    func nextNotBeforeQuery(after: Double) -> PostgresQuery {
+        """
+        SELECT not_before FROM \(unescaped: action)
+        WHERE not_before IS NOT NULL AND not_before > \(after)::float8 AND state = 0
+        ORDER BY not_before LIMIT 1
         """
     }
 

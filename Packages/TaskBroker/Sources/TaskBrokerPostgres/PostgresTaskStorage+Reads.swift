@@ -1,3 +1,4 @@
+public import Foundation
 public import TaskBroker
 import PostgresNIO
 
@@ -73,6 +74,40 @@ extension PostgresTaskStorage {
                     result[task.queueName, default: []].append(task)
                 }
                 return result
+            }
+        }
+    }
+
+    /// Actions saved to run later whose time has come (see `TaskStorage.scheduled(after:through:limit:)`).
+    public func scheduled(after cursor: TaskScheduleEntry?, through: Date, limit: Int) async throws -> [TaskScheduleEntry] {
+        try await run("read the schedule") {
+            try await withConnection { [self] connection in
+                var entries: [TaskScheduleEntry] = []
+                let rows = try await connection.query(
+                    sql.scheduledQuery(
+                        afterTime: cursor?.notBefore.timeIntervalSince1970 ?? -Double.greatestFiniteMagnitude,
+                        afterPosition: cursor?.position ?? .min, through: through.timeIntervalSince1970, limit: max(1, limit)
+                    ),
+                    logger: logger
+                )
+                for try await (queueName, notBefore, position) in rows.decode((String, Double, Int64).self) {
+                    entries.append(TaskScheduleEntry(queueName: queueName, notBefore: Date(timeIntervalSince1970: notBefore), position: position))
+                }
+                return entries
+            }
+        }
+    }
+
+    /// The earliest not-before time after `date` (see `TaskStorage.nextNotBefore(after:)`).
+    public func nextNotBefore(after date: Date) async throws -> Date? {
+        try await run("read the schedule") {
+            try await withConnection { [self] connection in
+                var next: Date?
+                for try await seconds in try await connection.query(sql.nextNotBeforeQuery(after: date.timeIntervalSince1970), logger: logger)
+                    .decode(Double.self) {
+                    next = Date(timeIntervalSince1970: seconds)
+                }
+                return next
             }
         }
     }

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 public import PostgresNIO
 public import TaskBroker
 
@@ -41,6 +41,17 @@ public final class PostgresTaskTransaction {
     /// - Throws: `TaskBrokerError` with code `.encodingFailed`, or PostgreSQL's error.
     public func save<Action: TaskQueueAction>(_ action: Action) async throws {
         _ = try await storage.save([try NewTask(encoding: action, with: encoder)], on: connection)
+    }
+
+    /// Enqueues (or replaces) an action to start no earlier than `date`, as part of this
+    /// transaction (see `TaskDatabase.save(_:notBefore:)`).
+    ///
+    /// - Parameters:
+    ///   - action: The action to enqueue.
+    ///   - date: The earliest start (wall clock); a date in the past means at once.
+    /// - Throws: `TaskBrokerError` with code `.encodingFailed` or `.invalidArgument`, or PostgreSQL's error.
+    public func save<Action: TaskQueueAction>(_ action: Action, notBefore date: Date) async throws {
+        _ = try await storage.save([try NewTask(encoding: action, with: encoder, notBefore: date)], on: connection)
     }
 
     /// Enqueues (or replaces) actions as part of this transaction, in one statement (much faster

@@ -26,6 +26,10 @@ struct EngineResourceTests {
         }
         _ = await recorder.wait { if case .succeeded = $0 { true } else { false } }
         #expect(handler.handled.count == retries + 1)
+        // The view is published after the batch whose events it reports: one more action's
+        // success, a batch later, shows the view past the last retry's.
+        try await database.save(TestAction(key: "b", queueName: "h-b"))
+        _ = await recorder.wait(for: { if case .succeeded = $0 { true } else { false } }, occurrence: 2)
         // Each retry started a timer and each fired: the engine holds none of them.
         #expect(broker.engineView().timers == 0)
         await broker.shutdown()

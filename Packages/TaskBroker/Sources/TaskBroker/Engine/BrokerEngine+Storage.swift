@@ -98,6 +98,23 @@ extension BrokerEngine {
         }
     }
 
+    /// Reads a page of the schedule, and when it was the last one, the next time to wake up.
+    func findScheduled(after cursor: TaskScheduleEntry, through: Date) async {
+        do {
+            let page = try await storage.scheduled(after: cursor, through: through, limit: Self.scheduledPerPage)
+            let complete = page.count < Self.scheduledPerPage
+            let next = complete ? try await storage.nextNotBefore(after: through) : nil
+            var names: [String] = []
+            var seen: Set<String> = []
+            for entry in page where claimFilter(entry.queueName) && seen.insert(entry.queueName).inserted {
+                names.append(entry.queueName)
+            }
+            mailbox.post(.scheduled(names, last: page.last, through: through, next: next, complete: complete))
+        } catch {
+            mailbox.post(.scheduleFailed(message: "\(error)"))
+        }
+    }
+
     /// Reads the next actions of queues read only in part (`readAhead`); a queue whose rows do
     /// not decode fails alone, and is read again once it runs out (a failure reported then).
     func readAhead(_ requests: [BrokerStateMachine.ReadAheadRequest]) async {

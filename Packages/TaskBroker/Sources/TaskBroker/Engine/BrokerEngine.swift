@@ -59,6 +59,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
     let listedThrough: String?
     /// How many queue names a listing returns at most.
     static var queueNamesPerPage: Int { 1024 }
+    /// How many entries of the schedule one read returns.
+    static var scheduledPerPage: Int { 1024 }
     let mailbox = Mailbox<BrokerStateMachine.Input>()
     let committer: any OutcomeCommitter
     let handlers = HandlerTasks()
@@ -174,7 +176,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 claimLifetime: leaseDuration / 4,
                 sharingLifetime: leaseDuration,
                 askInterval: leaseDuration / 3,
-                readsAheadBelow: max(1, configuration.readAhead) / 2
+                readsAheadBelow: max(1, configuration.readAhead) / 2,
+                wallClockAnchor: time.anchor
             ),
             accepts: { queueName in
                 guard filter(queueName) else { return .refused }
@@ -243,6 +246,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 group.addTask { await self.readAhead(requests) }
             case .listQueues(let name):
                 group.addTask { await self.listQueues(after: name) }
+            case .findScheduled(let cursor, let through):
+                group.addTask { await self.findScheduled(after: cursor, through: through) }
             case .claim(let heads):
                 group.addTask { await self.claim(heads) }
             case .run(let entries, let next):

@@ -52,6 +52,12 @@ extension BrokerStateMachine {
         case abandon
         /// After `abandon`: every outcome handed to the committer has been dealt with.
         case committerDrained
+        /// The schedule answered `findScheduled`: the queues (those this broker's filter takes) of
+        /// the actions whose time came, the last entry read, the time asked up to, the next
+        /// not-before time after it (when `complete`), and whether every entry up to it was read.
+        case scheduled([String], last: TaskScheduleEntry?, through: Date, next: Date?, complete: Bool)
+        /// Reading the schedule failed.
+        case scheduleFailed(message: String)
     }
 
     /// What to do.
@@ -63,6 +69,8 @@ extension BrokerStateMachine {
         /// Read the next actions of these queues after the positions given; answer with
         /// `readAhead` or `readAheadFailed`.
         case readAhead([ReadAheadRequest])
+        /// Read the schedule after this entry up to this time; answer with `scheduled` or `scheduleFailed`.
+        case findScheduled(after: TaskScheduleEntry, through: Date)
         /// Claim these heads; answer with `claimed` or `claimFailed`.
         case claim([StoredTask])
         /// Run these actions' handlers; their outcomes go to the committer. `next` holds, for each,

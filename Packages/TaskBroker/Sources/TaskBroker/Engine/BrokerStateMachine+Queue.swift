@@ -124,6 +124,25 @@ extension BrokerStateMachine {
             return held?.task.pause == nil
         }
 
+        /// The priority of the action the queue runs next.
+        var headPriority: Int {
+            if let held { return held.task.priority }
+            return head < waiting.count ? waiting[head].task.priority : 0
+        }
+
+        /// When the queue's next head (not taken yet) was saved to run, if that is after `dueBy`.
+        func notDueHead(dueBy: Date) -> Date? {
+            guard held == nil, head < waiting.count, let notBefore = waiting[head].task.notBefore, notBefore > dueBy else { return nil }
+            return notBefore
+        }
+
+        /// Waiting only for its next head's time (saved to run later): the queue may be forgotten
+        /// like an idle one, and is woken through the schedule (``BrokerStateMachine/woke(_:into:)``).
+        func isParked(dueBy: Date) -> Bool {
+            load == nil && !inFlight && timer == nil && !blocked && leaseWait == nil && !released && !outdated
+                && !continued && nextClaim == nil && append == nil && notDueHead(dueBy: dueBy) != nil
+        }
+
         /// Whether the sticky head is this version of this action (compared in place, without
         /// copying the entry).
         func holds(_ task: StoredTask) -> Bool {
@@ -137,8 +156,9 @@ extension BrokerStateMachine {
 
         /// The head after the sticky head, if it may be claimed with the sticky head's outcome.
         /// Mutating only to be called in place (see `isRunnable()`).
-        mutating func claimableNext() -> StoredTask? {
-            guard head < waiting.count, waiting[head].action != nil, waiting[head].task.pause == nil else { return nil }
+        mutating func claimableNext(dueBy: Date) -> StoredTask? {
+            guard head < waiting.count, waiting[head].action != nil, waiting[head].task.pause == nil,
+                  (waiting[head].task.notBefore ?? .distantPast) <= dueBy else { return nil }
             return waiting[head].task
         }
     }

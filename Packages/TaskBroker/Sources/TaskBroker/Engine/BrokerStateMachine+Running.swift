@@ -10,10 +10,7 @@ extension BrokerStateMachine {
         var picks: [BrokerEntry] = []
         // Heads claimed with their predecessors' outcomes: they start without a claim.
         var claimed: [BrokerEntry] = []
-        while running < configuration.maxConcurrentQueues, readyHead < ready.count {
-            let queueName = ready[readyHead]
-            readyHead += 1
-            readySet.remove(queueName)
+        while running < configuration.maxConcurrentQueues, let queueName = ready.popFirst() {
             guard var state = queues.removeValue(forKey: queueName) else { continue }
             if let pick = take(from: &state, queueName, into: &out) {
                 state.inFlight = true
@@ -32,10 +29,6 @@ extension BrokerStateMachine {
             }
             queues[queueName] = state
         }
-        if readyHead > 1024, readyHead * 2 > ready.count {
-            ready.removeFirst(readyHead)
-            readyHead = 0
-        }
         if !claimed.isEmpty { start(claimed, into: &out) }
         guard !picks.isEmpty else { return }
         if configuration.claimsHeads {
@@ -51,18 +44,24 @@ extension BrokerStateMachine {
         guard configuration.claimsHeads, phase == .running else { return nil }
         // Another worker of the pool has room, and more queues are ready here than this worker
         // runs: the finish lets this queue go (and announces it), so that either may claim it.
-        if sharingBudget > 0, running >= configuration.maxConcurrentQueues, readyHead < ready.count {
+        if sharingBudget > 0, running >= configuration.maxConcurrentQueues, !ready.isEmpty {
             sharingBudget -= 1
             inPlace(queueName) { $0.letGo = true }
             return nil
         }
-        return inPlace(queueName) { $0.claimableNext() } ?? nil
+        let dueBy = dueBy
+        return inPlace(queueName) { $0.claimableNext(dueBy: dueBy) } ?? nil
     }
 
     /// The queue's head if it may run now; moves the first waiting action to the sticky head.
     mutating func take(from state: inout Queue, _ queueName: String, into out: inout [Output]) -> BrokerEntry? {
         guard state.load == nil, !state.inFlight, !state.blocked, state.leaseWait == nil else { return nil }
         if state.held == nil, state.head < state.waiting.count {
+            // Saved to run later: not yet (see `markReady`, which wakes the queue then).
+            if let notBefore = state.notDueHead(dueBy: dueBy) {
+                wake(at: notBefore)
+                return nil
+            }
             state.held = state.waiting[state.head]
             state.head += 1
             // Taken entries stay in `waiting` until more than half of it is taken: amortised O(1)

@@ -46,6 +46,11 @@ extension BrokerStateMachine {
             out.append(.store(outcomes))
         case .retryList:
             listing = false
+        case .wake:
+            woke(token, into: &out)
+        case .retrySchedule:
+            schedule.finding = false
+            findScheduled(into: &out)
         case .leaseExpiry(let queueName, let first):
             // The lease may have expired (its holder died): claim the head again, first in the line.
             // Its action has waited since the dead holder claimed it, longer than any queue in the
@@ -80,29 +85,26 @@ extension BrokerStateMachine {
         running -= 1
     }
 
-    /// Puts a queue at the back of the ready line (at its front when `first`) if its head may run.
+    /// Puts a queue at the back of the ready line (at its front when `first`) if its head may
+    /// run; a head saved to run later wakes the broker when its time comes.
     mutating func markReady(_ queueName: String, first: Bool = false) {
-        guard !readySet.contains(queueName) else { return }
+        guard !ready.contains(queueName) else { return }
         let reads = phase == .running
-        let (runnable, refills) = inPlace(queueName) { state -> (Bool, Bool) in
+        let dueBy = dueBy
+        let (runnable, refills, priority, later) = inPlace(queueName) { state -> (Bool, Bool, Int, Date?) in
             // What was read ahead has run and storage holds more: read on.
-            guard reads, state.needsRefill else { return (state.isRunnable(), false) }
-            state.load = Queue.Load()
-            return (false, true)
-        } ?? (false, false)
-        if refills { loadsToIssue.append(queueName) }
-        guard runnable else { return }
-        if first {
-            if readyHead > 0 {
-                readyHead -= 1
-                ready[readyHead] = queueName
-            } else {
-                ready.insert(queueName, at: 0)
+            guard reads, state.needsRefill else {
+                let runnable = state.isRunnable()
+                let later = runnable ? state.notDueHead(dueBy: dueBy) : nil
+                return (runnable && later == nil, false, runnable ? state.headPriority : 0, later)
             }
-        } else {
-            ready.append(queueName)
-        }
-        readySet.insert(queueName)
+            state.load = Queue.Load()
+            return (false, true, 0, nil)
+        } ?? (false, false, 0, nil)
+        if refills { loadsToIssue.append(queueName) }
+        if let later { wake(at: later) }
+        guard runnable else { return }
+        ready.insert(queueName, priority: priority, first: first)
     }
 
     mutating func backoff(after operation: TaskStorageOperation) -> Duration {

@@ -6,7 +6,7 @@ extension BrokerStateMachine {
     // MARK: - The working set
 
     /// Queues read for the first time plus queues ready and waiting for a slot.
-    var workingSetCount: Int { firstReads.count + ready.count - readyHead }
+    var workingSetCount: Int { firstReads.count + ready.count }
 
     /// Reads queues of `unread` while the working set has room: from half empty up to full, so
     /// that a read covers many queues at once.

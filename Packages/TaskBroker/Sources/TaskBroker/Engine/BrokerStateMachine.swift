@@ -59,6 +59,9 @@ struct BrokerStateMachine {
         /// many or fewer of its actions are left to run: before it runs out, so that the queue's
         /// next head is always known (a shared backend's finish claims it with the outcome).
         var readsAheadBelow = 16
+        /// The wall-clock time when the engine's elapsed time was zero: what not-before times
+        /// (wall-clock dates) are compared with.
+        var wallClockAnchor = Date(timeIntervalSince1970: 0)
     }
 
     enum Phase: Equatable {
@@ -82,6 +85,10 @@ struct BrokerStateMachine {
         case askPauseEnds
         /// Listing stored queue names may be tried again.
         case retryList
+        /// The earliest not-before time the broker knows of has come (``Schedule``).
+        case wake
+        /// Reading the schedule may be tried again.
+        case retrySchedule
     }
 
     let configuration: Configuration
@@ -102,9 +109,8 @@ struct BrokerStateMachine {
     /// Queues with an action in flight.
     var running = 0
     var ignored: Set<String> = []
-    var ready: [String] = []
-    var readyHead = 0
-    var readySet: Set<String> = []
+    /// The queues whose heads may run, waiting for a slot.
+    var ready = ReadyLine()
     /// Which queue holds each action the broker knows of (waiting or held).
     var locations: [BrokerActionID: String] = [:]
     var timers: [UInt64: TimerPurpose] = [:]
@@ -151,6 +157,9 @@ struct BrokerStateMachine {
     /// A listing of stored queue names is under way, or waits for its retry.
     var listing = false
 
+    /// Actions saved to run later: the wake-up timer and the place in the schedule.
+    var schedule: Schedule
+
     /// The newest revision a read saw in any queue forgotten since (see `forgetIdleQueues`): a
     /// queue read anew skips older saves, as the forgotten one did (SQLite: revisions follow commits).
     var forgottenThrough: Int64 = 0
@@ -160,6 +169,7 @@ struct BrokerStateMachine {
         self.accepts = accepts
         self.forgets = forgets
         forgetAbove = configuration.keepsIdleQueuesUpTo
+        schedule = Schedule(start: configuration.wallClockAnchor)
     }
 
 
@@ -178,6 +188,7 @@ struct BrokerStateMachine {
                 out.append(.listQueues(after: cursor))
             }
             askForQueues(into: &out)
+            setWakeTimer(into: &out)
             if queues.count > forgetAbove { forgetIdleQueues() }
             if ignored.count > configuration.keepsIdleQueuesUpTo { ignored = [] }
         } else if phase == .stopping, running == 0 {
@@ -199,7 +210,8 @@ struct BrokerStateMachine {
     /// changed meanwhile) is not let go here: a release runs later, and could end a lease the
     /// broker took anew on the queue meanwhile, with its action running. It expires.
     mutating func forgetIdleQueues() {
-        let idle = queues.filter { $0.value.isIdle && !readySet.contains($0.key) }
+        let dueBy = dueBy
+        let idle = queues.filter { !ready.contains($0.key) && ($0.value.isIdle || $0.value.isParked(dueBy: dueBy)) }
         for (queueName, state) in idle {
             forgottenThrough = max(forgottenThrough, state.loadedThrough)
             queues[queueName] = nil
@@ -292,6 +304,10 @@ struct BrokerStateMachine {
             out.append(.cancelHandlers)
         case .committerDrained:
             if phase == .abandoning { finish(into: &out) }
+        case .scheduled(let queueNames, let last, let through, let next, let complete):
+            scheduled(queueNames, last: last, through: through, next: next, complete: complete, into: &out)
+        case .scheduleFailed(let message):
+            scheduleFailed(message: message, into: &out)
         }
     }
 

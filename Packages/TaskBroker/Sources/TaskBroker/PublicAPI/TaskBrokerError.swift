@@ -36,6 +36,8 @@ public struct TaskBrokerError: Error, Sendable, CustomStringConvertible {
         public static let connectionFailed = Code("connectionFailed")
         /// A configuration value (a database URL, a schema name) is not usable.
         public static let invalidConfiguration = Code("invalidConfiguration")
+        /// A value passed to a call is not usable (a not-before time that is no time).
+        public static let invalidArgument = Code("invalidArgument")
 
         public var description: String { name }
     }

@@ -174,8 +174,41 @@ public final class TaskDatabase: Sendable {
     /// - Parameter actions: The actions to enqueue, in order.
     /// - Throws: ``TaskBrokerError`` with code `.encodingFailed` or `.storageFailed`; nothing is saved then.
     public func save<Action: TaskQueueAction>(_ actions: [Action]) async throws {
+        try await save(actions, notBefore: nil)
+    }
+
+    /// Enqueues an action to start no earlier than `date` (run later), or replaces the stored
+    /// action with the same key and collection.
+    ///
+    /// The action is stored at once and keeps its place in its queue: the queue's later actions
+    /// wait behind it (each queue runs in order), while other queues go on. A date in the past
+    /// means at once. The time survives restarts; a broker wakes up for the earliest time it
+    /// knows of, with one timer, and finds the actions whose time has come through an index.
+    ///
+    /// - Parameters:
+    ///   - action: The action to enqueue.
+    ///   - date: The earliest start (wall clock).
+    /// - Throws: ``TaskBrokerError`` with code `.encodingFailed`, `.invalidArgument` (a date that
+    ///   is no time) or `.storageFailed`.
+    public func save<Action: TaskQueueAction>(_ action: Action, notBefore date: Date) async throws {
+        try await save([action], notBefore: date)
+    }
+
+    /// Enqueues several actions in one transaction, each to start no earlier than `date`, as the
+    /// single-action form does.
+    ///
+    /// - Parameters:
+    ///   - actions: The actions to enqueue, in order.
+    ///   - date: The earliest start (wall clock).
+    /// - Throws: ``TaskBrokerError`` with code `.encodingFailed`, `.invalidArgument` or
+    ///   `.storageFailed`; nothing is saved then.
+    public func save<Action: TaskQueueAction>(_ actions: [Action], notBefore date: Date) async throws {
+        try await save(actions, notBefore: Optional(date))
+    }
+
+    private func save<Action: TaskQueueAction>(_ actions: [Action], notBefore date: Date?) async throws {
         let encoder = JSONEncoder()
-        let tasks = try actions.map { try NewTask(encoding: $0, with: encoder) }
+        let tasks = try actions.map { try NewTask(encoding: $0, with: encoder, notBefore: date) }
         let stored = try await storage.save(tasks)
         publish(stored.map { .saved($0) })
     }

@@ -22,6 +22,18 @@ public final class TaskTransaction {
         changes += try SQLiteTaskStorage.save([task], in: db).map { .saved($0) }
     }
 
+    /// Enqueues (or replaces) an action to start no earlier than `date`, as part of this
+    /// transaction, as `TaskDatabase.save(_:notBefore:)` does.
+    ///
+    /// - Parameters:
+    ///   - action: The action to enqueue.
+    ///   - date: The earliest start (wall clock); a date in the past means at once.
+    /// - Throws: ``TaskBrokerError`` with code `.encodingFailed` or `.invalidArgument`, or the database's error.
+    public func save<Action: TaskQueueAction>(_ action: Action, notBefore date: Date) throws {
+        let task = try NewTask(encoding: action, with: encoder, notBefore: date)
+        changes += try SQLiteTaskStorage.save([task], in: db).map { .saved($0) }
+    }
+
     /// Deletes (cancels) an action as part of this transaction.
     ///
     /// - Parameters:
@@ -81,8 +93,17 @@ extension NewTask {
     /// - Parameters:
     ///   - action: The action.
     ///   - encoder: The JSON encoder to use.
-    /// - Throws: ``TaskBrokerError`` with code `.encodingFailed` when the action does not encode.
-    public init<Action: TaskQueueAction>(encoding action: Action, with encoder: JSONEncoder) throws {
+    ///   - notBefore: The earliest start (`nil`: at once).
+    /// - Throws: ``TaskBrokerError`` with code `.encodingFailed` when the action does not encode,
+    ///   `.invalidArgument` when `notBefore` is no time (its seconds are not finite).
+    public init<Action: TaskQueueAction>(encoding action: Action, with encoder: JSONEncoder, notBefore: Date? = nil) throws {
+        if let notBefore, !notBefore.timeIntervalSince1970.isFinite {
+            throw TaskBrokerError(
+                code: .invalidArgument,
+                message: "The not-before time of action \(action.collection)/\(action.key) is \(notBefore.timeIntervalSince1970) "
+                    + "seconds since 1970, which is no time; nothing was saved."
+            )
+        }
         let payload: Data
         do {
             payload = try encoder.encode(action)
@@ -93,6 +114,6 @@ extension NewTask {
                 underlying: error
             )
         }
-        self.init(key: action.key, collection: action.collection, queueName: action.queueName, payload: payload)
+        self.init(key: action.key, collection: action.collection, queueName: action.queueName, payload: payload, notBefore: notBefore)
     }
 }

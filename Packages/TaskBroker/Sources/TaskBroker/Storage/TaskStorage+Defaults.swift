@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 // What a backend gets unless it does better: reads built on the ones it must have, and no leases.
 extension TaskStorage {
@@ -58,6 +58,37 @@ extension TaskStorage {
     /// - Throws: What ``tasks(inQueues:after:limit:)`` throws.
     public func tasks(inQueues queueNames: [String], limit: Int) async throws -> [String: [StoredTask]] {
         try await tasks(inQueues: queueNames, after: [:], limit: limit)
+    }
+
+    /// Reads every queue whole (``queueNames()``, ``tasks(inQueues:)``) and keeps the actions in
+    /// the range.
+    ///
+    /// - Parameters:
+    ///   - cursor: The entry the page starts after.
+    ///   - through: The latest not-before time returned.
+    ///   - limit: The most entries returned.
+    /// - Returns: The entries in (not-before, position) order.
+    /// - Throws: What ``tasks(inQueues:)`` throws.
+    public func scheduled(after cursor: TaskScheduleEntry?, through: Date, limit: Int) async throws -> [TaskScheduleEntry] {
+        try await scheduleEntries().filter { entry in
+            entry.notBefore <= through && cursor.map { entry.notBefore > $0.notBefore || (entry.notBefore == $0.notBefore && entry.position > $0.position) } ?? true
+        }.prefix(max(1, limit)).map { $0 }
+    }
+
+    /// Reads every queue whole (``queueNames()``, ``tasks(inQueues:)``) and keeps the earliest time.
+    ///
+    /// - Parameter date: The time the answer is after.
+    /// - Returns: The earliest not-before time after `date`.
+    /// - Throws: What ``tasks(inQueues:)`` throws.
+    public func nextNotBefore(after date: Date) async throws -> Date? {
+        try await scheduleEntries().lazy.map(\.notBefore).first { $0 > date }
+    }
+
+    /// Every stored action with a not-before time, in (not-before, position) order.
+    private func scheduleEntries() async throws -> [TaskScheduleEntry] {
+        try await tasks(inQueues: try await queueNames()).values.joined().compactMap { task in
+            task.notBefore.map { TaskScheduleEntry(queueName: task.queueName, notBefore: $0, position: task.position) }
+        }.sorted()
     }
 
     /// No change feed: every change is made through this process's ``TaskDatabase``.

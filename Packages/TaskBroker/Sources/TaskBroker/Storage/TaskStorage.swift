@@ -1,136 +1,5 @@
 public import Foundation
 
-/// Why a stored action is not run right now.
-public enum TaskPause: Sendable, Hashable {
-    /// A timed retry: the action runs again at this wall-clock time.
-    case until(Date)
-    /// The action waits for ``TaskQueueBroker/restartQueues(_:)`` (or ``TaskDatabase/restartQueues(_:)``).
-    case untilRestart
-}
-
-/// A failed run of a stored action: why, and when.
-public struct TaskFailure: Sendable, Hashable {
-    /// What failed, in words (for an operator; not parsed).
-    public var reason: String
-    /// When the run failed (wall clock).
-    public var failedAt: Date
-
-    /// Creates a failure record.
-    ///
-    /// - Parameters:
-    ///   - reason: What failed, in words.
-    ///   - failedAt: When the run failed.
-    public init(reason: String, failedAt: Date) {
-        self.reason = reason
-        self.failedAt = failedAt
-    }
-}
-
-/// An action as a ``TaskStorage`` backend keeps it: its encoded form plus its queue state.
-public struct StoredTask: Sendable, Hashable {
-    /// The action's key, unique within its collection.
-    public var key: String
-    /// The action's collection.
-    public var collection: String
-    /// The queue that runs the action.
-    public var queueName: String
-    /// The action, JSON-encoded.
-    public var payload: Data
-    /// The enqueue order: smaller runs first among actions that `sort` as the same. Kept when an
-    /// action is replaced by a save with the same key and collection.
-    public var position: Int64
-    /// Changes with every save of this key and collection; a completion applies only to the
-    /// revision that ran.
-    public var revision: Int64
-    /// How many times the action has failed.
-    public var attempts: Int
-    /// Why the action is held back, or `nil` when it may run. At most one action of a queue is paused,
-    /// and while it is, the whole queue waits for it.
-    public var pause: TaskPause?
-    /// The earliest time the action may start, as saved (`nil`: at once).
-    public var notBefore: Date?
-    /// The priority it was saved with (larger runs first; 0 by default).
-    public var priority: Int
-    /// The last failed run, if the action has failed since it was saved.
-    public var lastFailure: TaskFailure?
-
-    /// Creates a stored action.
-    ///
-    /// - Parameters:
-    ///   - key: The action's key.
-    ///   - collection: The action's collection.
-    ///   - queueName: The queue that runs the action.
-    ///   - payload: The encoded action.
-    ///   - position: The enqueue order.
-    ///   - revision: The save that produced this version.
-    ///   - attempts: How many times the action has failed.
-    ///   - pause: Why the action is held back, if it is.
-    ///   - notBefore: The earliest time the action may start.
-    ///   - priority: The priority it was saved with.
-    ///   - lastFailure: Its last failed run.
-    public init(
-        key: String, collection: String, queueName: String, payload: Data,
-        position: Int64, revision: Int64, attempts: Int = 0, pause: TaskPause? = nil,
-        notBefore: Date? = nil, priority: Int = 0, lastFailure: TaskFailure? = nil
-    ) {
-        self.key = key
-        self.collection = collection
-        self.queueName = queueName
-        self.payload = payload
-        self.position = position
-        self.revision = revision
-        self.attempts = attempts
-        self.pause = pause
-        self.notBefore = notBefore
-        self.priority = priority
-        self.lastFailure = lastFailure
-    }
-}
-
-/// An action to enqueue: what a backend needs to store it.
-public struct NewTask: Sendable, Hashable {
-    /// The action's key.
-    public var key: String
-    /// The action's collection.
-    public var collection: String
-    /// The queue that runs the action.
-    public var queueName: String
-    /// The action, JSON-encoded.
-    public var payload: Data
-    /// The earliest time the action may start (`nil`: at once).
-    public var notBefore: Date?
-    /// The action's priority (larger runs first; 0 by default).
-    public var priority: Int
-
-    /// Creates an action to enqueue. The key, the collection and the queue name are stored in
-    /// Unicode Normalization Form C (Swift's `==` holds for their other spellings too).
-    ///
-    /// - Parameters:
-    ///   - key: The action's key.
-    ///   - collection: The action's collection.
-    ///   - queueName: The queue that runs the action.
-    ///   - payload: The encoded action.
-    ///   - notBefore: The earliest time the action may start.
-    ///   - priority: The action's priority.
-    public init(key: String, collection: String, queueName: String, payload: Data, notBefore: Date? = nil, priority: Int = 0) {
-        self.key = key.normalizedName
-        self.collection = collection.normalizedName
-        self.queueName = queueName.normalizedName
-        self.payload = payload
-        self.notBefore = notBefore
-        self.priority = priority
-    }
-}
-
-/// What became of an action that a broker ran, to be stored by ``TaskStorage/finish(_:owner:)``.
-public enum TaskOutcome: Sendable, Hashable {
-    /// The action succeeded: delete it, if its revision is still the stored one.
-    case completed(StoredTask)
-    /// The action failed: count the attempt, store `pause` (`nil` to run it again at once) and the
-    /// task's ``StoredTask/lastFailure``, if its revision is still the stored one.
-    case failed(StoredTask, pause: TaskPause?)
-}
-
 /// The storage operations a ``TaskQueueBroker`` needs: the backend interface of ``TaskDatabase``.
 ///
 /// The SQLite backend (``TaskDatabase/sqlite(path:configuration:)``) is the embedded default.
@@ -278,6 +147,27 @@ public protocol TaskStorage: Sendable {
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
     func tasks(inQueues queueNames: [String], after positions: [String: Int64], limit: Int) async throws -> [String: [StoredTask]]
 
+    /// The stored actions (not dead letters) whose not-before time comes after `cursor` in
+    /// (not-before, position) order (from the first for `nil`) and is no later than `through`, at
+    /// most `limit` of them, in that order: the queues a broker wakes up when their time comes.
+    /// The default reads every queue whole; a backend with an index on not-before and position
+    /// reads only these.
+    ///
+    /// - Parameters:
+    ///   - cursor: The entry the page starts after.
+    ///   - through: The latest not-before time returned.
+    ///   - limit: The most entries returned (at least 1).
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
+    func scheduled(after cursor: TaskScheduleEntry?, through: Date, limit: Int) async throws -> [TaskScheduleEntry]
+
+    /// The earliest not-before time of a stored action (not a dead letter) that is later than
+    /// `date`, or `nil` when none is: when a broker next wakes up. The default reads every queue
+    /// whole; a backend with an index on not-before reads one entry of it.
+    ///
+    /// - Parameter date: The time the answer is after.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
+    func nextNotBefore(after date: Date) async throws -> Date?
+
     /// The changes every process commits, for a backend shared by several processes; `nil` (the
     /// default) for a backend whose changes are all made through this process's ``TaskDatabase``.
     ///
@@ -335,62 +225,6 @@ public protocol TaskStorage: Sendable {
     ///   - room: How many more queues this worker could run now.
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`; the broker asks again later.
     func announceSpareCapacity(pool: String, room: Int) async throws
-}
-
-/// A backend's answer to the claim of one head (``TaskStorage/claim(_:owner:leaseDuration:)``).
-public enum TaskClaimResult: Sendable, Hashable {
-    /// The head may run: the claimant holds its queue (its lease, on a shared backend).
-    case granted
-    /// The head is gone, was replaced, or failed and paused since it was read: read the queue again.
-    case changed
-    /// Another worker holds the queue's lease until about this date (on this machine's clock):
-    /// try again then, or earlier if the queue changes.
-    case heldElsewhere(until: Date)
-}
-
-/// What ``TaskStorage/finish(_:owner:)`` did not store, by queue.
-public struct TaskFinishReport: Sendable, Hashable {
-    /// Queues whose outcome was refused because the claimant no longer holds their lease: another
-    /// worker took them over (its epoch is newer).
-    public var fenced: Set<String>
-    /// Queues whose action was deleted or replaced before its outcome arrived: nothing was stored
-    /// for it.
-    public var outdated: Set<String>
-    /// Queues whose completion was stored and whose next head was claimed in the same transaction
-    /// (``TaskStorage/finish(_:claimingNext:owner:leaseDuration:)``): the claimant still holds
-    /// their lease, under the same epoch.
-    public var continued: Set<String>
-
-    /// Creates a report.
-    ///
-    /// - Parameters:
-    ///   - fenced: Queues whose outcome the lease's epoch refused.
-    ///   - outdated: Queues whose action was deleted or replaced meanwhile.
-    ///   - continued: Queues whose next head was claimed with the outcome.
-    public init(fenced: Set<String> = [], outdated: Set<String> = [], continued: Set<String> = []) {
-        self.fenced = fenced
-        self.outdated = outdated
-        self.continued = continued
-    }
-}
-
-/// A change that a shared backend reports (``TaskStorage/changes()``), committed by any process.
-public enum TaskStorageChange: Sendable, Hashable {
-    /// The stored actions of these queues changed (saved, deleted, failed, resumed or purged):
-    /// read them again.
-    case queuesChanged([String])
-    /// These queues' pauses were cleared (``TaskStorage/resume(queues:)``): their brokers report
-    /// `TaskBrokerEvent.resumed` and run their heads again. A backend reports them together with
-    /// ``queuesChanged(_:)`` for the same queues, which listeners that know nothing of this case
-    /// read again.
-    case queuesResumed([String])
-    /// These actions completed and were deleted (only `queueName`, `key`, `collection` and
-    /// `revision` are meaningful). Their worker let their queues go.
-    case completed([StoredTask])
-    /// A worker of the pool named `pool` in another process has room and waits for queues that
-    /// other workers hold, and could run `room` more queues
-    /// (``TaskStorage/announceSpareCapacity(pool:room:)``).
-    case spareCapacity(pool: String, room: Int)
 }
 
 /// A shared backend that keeps the names of the brokers that every process runs on it, so that

@@ -13,13 +13,13 @@ struct MachineHarness {
     init(
         maxConcurrentQueues: Int = 16, claimsHeads: Bool = false, keepsIdleQueuesUpTo: Int = 1024,
         accepts: @escaping (String) -> Bool = { _ in true }, forgets: @escaping ([String]) -> Void = { _ in },
-        acceptance: ((String) -> BrokerStateMachine.Acceptance)? = nil
+        acceptance: ((String) -> BrokerStateMachine.Acceptance)? = nil, wallClockAnchor: Date = Date(timeIntervalSince1970: 0)
     ) {
         machine = BrokerStateMachine(
             configuration: .init(
                 maxConcurrentQueues: maxConcurrentQueues, claimsHeads: claimsHeads,
                 storageBackoff: Backoff(initial: .milliseconds(100), maximum: .seconds(1)),
-                nextHeadLifetime: .seconds(2), keepsIdleQueuesUpTo: keepsIdleQueuesUpTo
+                nextHeadLifetime: .seconds(2), keepsIdleQueuesUpTo: keepsIdleQueuesUpTo, wallClockAnchor: wallClockAnchor
             ),
             accepts: acceptance ?? { accepts($0) ? .runs : .refused }, forgets: forgets
         )
@@ -35,12 +35,12 @@ struct MachineHarness {
     /// A new stored version of an action: revisions and positions grow with each call.
     mutating func entry(
         _ key: String, _ queueName: String, priority: Int? = nil, attempts: Int = 0, pause: TaskPause? = nil,
-        position: Int64? = nil, undecodable: Bool = false
+        position: Int64? = nil, undecodable: Bool = false, notBefore: Date? = nil, storedPriority: Int = 0
     ) -> BrokerEntry {
         sequence += 1
         let task = StoredTask(
             key: key, collection: "c", queueName: queueName, payload: Data(), position: position ?? sequence,
-            revision: sequence, attempts: attempts, pause: pause
+            revision: sequence, attempts: attempts, pause: pause, notBefore: notBefore, priority: storedPriority
         )
         let box: (any BrokerActionBox)? = undecodable ? nil
             : priority.map { TypedActionBox(PrioritizedAction(key: key, queueName: queueName, priority: $0)) }
@@ -136,6 +136,22 @@ extension [BrokerStateMachine.Output] {
             for request in requests { tokens[request.queueName] = request.token }
         }
         return tokens
+    }
+
+    /// The reads of the schedule asked for, as (after, through).
+    var scheduleReads: [(after: TaskScheduleEntry, through: Date)] {
+        compactMap { output in
+            if case .findScheduled(let after, let through) = output { return (after, through) }
+            return nil
+        }
+    }
+
+    /// The wall-clock times of the timers started.
+    var timerDates: [Date] {
+        timers.compactMap { timer in
+            if case .until(let date) = timer.delay { return date }
+            return nil
+        }
     }
 
     var claims: [[String]] {

@@ -29,6 +29,63 @@ extension SQLiteTaskStorage {
         }
     }
 
+    /// One range scan of the `(not_before, position)` index, which holds only actions saved to run later.
+    func scheduled(after cursor: TaskScheduleEntry?, through: Date, limit: Int) async throws -> [TaskScheduleEntry] {
+        try await Self.run("read the schedule") {
+            try await pool.read { db in
+                let rows = try Row.fetchCursor(
+                    db,
+                    sql: """
+                        SELECT queue_name, not_before, position FROM taskbroker_action
+                        WHERE not_before IS NOT NULL AND (not_before, position) > (?, ?) AND not_before <= ? AND \(Self.isReady)
+                        ORDER BY not_before, position LIMIT ?
+                        """,
+                    arguments: [
+                        cursor?.notBefore.timeIntervalSince1970 ?? -Double.greatestFiniteMagnitude, cursor?.position ?? .min,
+                        through.timeIntervalSince1970, max(1, limit),
+                    ]
+                )
+                var entries: [TaskScheduleEntry] = []
+                while let row = try rows.next() {
+                    do {
+                        entries.append(TaskScheduleEntry(
+                            queueName: try row.decode(atIndex: 0),
+                            notBefore: try Self.date(try row.decode(atIndex: 1), of: "not-before time"),
+                            position: try row.decode(atIndex: 2)
+                        ))
+                    } catch let error as TaskBrokerError {
+                        throw error
+                    } catch {
+                        throw TaskBrokerError(
+                            code: .corruptDatabase,
+                            message: "A stored action row holds a value of the wrong type (the database was changed outside "
+                                + "QueueKit or is damaged); repair or delete the row in taskbroker_action.",
+                            underlying: error
+                        )
+                    }
+                }
+                return entries
+            }
+        }
+    }
+
+    /// The first entry of the `(not_before, position)` index after `date` that is stored and ready.
+    func nextNotBefore(after date: Date) async throws -> Date? {
+        try await Self.run("read the schedule") {
+            try await pool.read { db in
+                try Double.fetchOne(
+                    db,
+                    sql: """
+                        SELECT not_before FROM taskbroker_action
+                        WHERE not_before IS NOT NULL AND not_before > ? AND \(Self.isReady)
+                        ORDER BY not_before LIMIT 1
+                        """,
+                    arguments: [date.timeIntervalSince1970]
+                ).flatMap { $0.isFinite ? Date(timeIntervalSince1970: $0) : nil }
+            }
+        }
+    }
+
     func tasks(inQueues queueNames: [String], after positions: [String: Int64], limit: Int) async throws -> [String: [StoredTask]] {
         let result = Mutex<(tasks: [String: [StoredTask]], failure: TaskBrokerError?)>(([:], nil))
         try await readQueues(queueNames, after: positions, limit: limit, failed: { _, error in

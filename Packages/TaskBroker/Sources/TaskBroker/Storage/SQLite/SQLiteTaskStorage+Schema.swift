@@ -80,7 +80,9 @@ extension SQLiteTaskStorage {
         // What a job system keeps with each action: the earliest start (`not_before`, seconds since
         // 1970; NULL: at once), a priority, a state (0 ready, 1 dead letter: never read as part of
         // its queue) and the last failed run (`last_failure`, `failed_at`). Existing rows are ready,
-        // at once, priority 0, with no failure on record; their attempts and pauses are kept.
+        // at once, priority 0, with no failure on record; their attempts and pauses are kept. The
+        // index on (not_before, position) holds only the actions saved to run later: a broker finds
+        // those whose time has come, and the next time to wake up, through it.
         migrator.registerMigration("taskbroker-v5-job-schema") { db in
             try db.execute(sql: """
                 ALTER TABLE taskbroker_action ADD COLUMN not_before REAL;
@@ -88,6 +90,7 @@ extension SQLiteTaskStorage {
                 ALTER TABLE taskbroker_action ADD COLUMN state INTEGER NOT NULL DEFAULT 0;
                 ALTER TABLE taskbroker_action ADD COLUMN last_failure TEXT;
                 ALTER TABLE taskbroker_action ADD COLUMN failed_at REAL;
+                CREATE INDEX taskbroker_action_schedule ON taskbroker_action(not_before, position) WHERE not_before IS NOT NULL;
                 """)
         }
         return migrator
