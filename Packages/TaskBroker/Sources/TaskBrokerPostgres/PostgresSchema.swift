@@ -14,7 +14,8 @@ import TaskBroker
 ///   letter, never read as part of its queue); `last_failure` and `failed_at` record the last
 ///   failed run.
 /// - `queue`: one row per queue ever saved, with its lease: `owner`, `epoch` (the fencing token,
-///   +1 with every claim) and `expires_at` (server time; in the past when released).
+///   +1 with every claim) and `expires_at` (server time; in the past when released), and whether
+///   an operator paused it (`paused`).
 /// - `broker`: the brokers running on the schema, one row per name and storage (`owner`), kept
 ///   alive by their storage (every heartbeat interval) until `expires_at`: brokers of other processes whose
 ///   names are prefixes of each other are refused (``PostgresTaskStorage/registerBroker(name:claimsPrefix:)``).
@@ -112,6 +113,8 @@ struct PostgresSchema: Sendable {
                 // The actions saved to run later, by time: a broker finds those whose time has come,
                 // and the next time to wake up, through it.
                 "CREATE INDEX IF NOT EXISTS action_schedule ON \(action) (not_before, position) WHERE not_before IS NOT NULL",
+                // Queues an operator paused (`pauseQueues`): no claim takes them, no finish claims their next head.
+                "ALTER TABLE \(queue) ADD COLUMN IF NOT EXISTS paused boolean NOT NULL DEFAULT false",
             ],
         ]
     }
@@ -355,7 +358,7 @@ struct PostgresSchema: Sendable {
             JOIN \(unescaped: action) a
                 ON a.collection = head.collection AND a.key = head.key AND a.queue_name = head.queue_name
                AND a.revision = head.revision AND a.attempts = head.attempts AND a.pause_kind IS DISTINCT FROM 2 AND a.state = 0
-            WHERE q.expires_at <= clock_timestamp() OR q.owner = \(owner)
+            WHERE (q.expires_at <= clock_timestamp() OR q.owner = \(owner)) AND NOT q.paused
             FOR UPDATE OF q, a SKIP LOCKED
         ),
         taken AS (
@@ -371,7 +374,7 @@ struct PostgresSchema: Sendable {
         -- loop over both (128 × 128 comparisons for 128 heads, most of the statement's time).
         SELECT t.name, true, t.epoch, NULL::float8, false FROM taken t
         UNION ALL
-        SELECT head.queue_name, a.key IS NOT NULL, NULL::int8,
+        SELECT head.queue_name, a.key IS NOT NULL AND NOT coalesce(q.paused, false), NULL::int8,
                CASE WHEN isfinite(q.expires_at) THEN EXTRACT(EPOCH FROM (q.expires_at - clock_timestamp()))::float8 END,
                q.owner IS DISTINCT FROM \(owner)
         FROM head
@@ -483,6 +486,10 @@ struct PostgresSchema: Sendable {
                 task = failed
                 kinds.append(3)
                 untils.append(0)
+            case .deadLettered(let failed):
+                task = failed
+                kinds.append(4)
+                untils.append(0)
             }
             queueNames.append(task.queueName)
             positions.append(task.position)
@@ -512,7 +519,8 @@ struct PostgresSchema: Sendable {
     /// server's CPU per action against the batch size in the burn-down benchmark).
     ///
     /// Its parameters: per outcome, the queue, the epoch of its lease, the action's position and
-    /// revision, the kind (0 completed, 1 failed, 2 failed until `until`, 3 failed until restarted)
+    /// revision, the kind (0 completed, 1 failed, 2 failed until `until`, 3 failed until restarted,
+    /// 4 failed for the last time: a dead letter)
     /// and `until` (seconds since 1970), the next head's position, revision and attempts (-1:
     /// none), and a failure's reason and time (seconds since 1970; `""` for a completion); then the owner, the lease and `keep` in milliseconds, the notifications' origin
     /// prefix, channel, chunk size and entry limit. Changing them creates a second function beside
@@ -565,11 +573,11 @@ struct PostgresSchema: Sendable {
                 -- One primary-key probe per outcome, taken in the sorted outcomes' order: a join let
                 -- the cached (generic) plan, with the queue table's statistics from when it was
                 -- nearly empty, scan every queue once per outcome (45 ms for 450 outcomes).
-                SELECT o.i, q.name, q.epoch, o.go_on, o.position, o.revision, o.kind, o.until, o.reason, o.failed_at,
+                SELECT o.i, q.name, q.epoch, o.go_on AND NOT q.paused AS go_on, o.position, o.revision, o.kind, o.until, o.reason, o.failed_at,
                        q.expires_at < clock_timestamp() + p_keep_ms * interval '1 millisecond' AS short
                 FROM (SELECT * FROM outcome ORDER BY queue_name) o
                 CROSS JOIN LATERAL (
-                    SELECT q.name, q.epoch, q.expires_at FROM \(queue) q
+                    SELECT q.name, q.epoch, q.expires_at, q.paused FROM \(queue) q
                     WHERE q.name = o.queue_name AND q.epoch = o.epoch AND q.owner = p_owner
                     FOR NO KEY UPDATE
                 ) q
@@ -595,7 +603,8 @@ struct PostgresSchema: Sendable {
                 UPDATE \(action) a SET attempts = LEAST(a.attempts, 2147483646) + 1,
                     pause_kind = CASE o.kind WHEN 2 THEN 1 WHEN 3 THEN 2 END,
                     pause_until = CASE WHEN o.kind = 2 THEN o.until END,
-                    last_failure = NULLIF(o.reason, ''), failed_at = CASE WHEN o.reason <> '' THEN o.failed_at END
+                    last_failure = NULLIF(o.reason, ''), failed_at = CASE WHEN o.reason <> '' THEN o.failed_at END,
+                    state = CASE WHEN o.kind = 4 THEN 1 ELSE a.state END
                 FROM held o
                 WHERE o.kind > 0 AND a.position = o.position AND a.revision = o.revision
                 RETURNING o.i, a.queue_name
@@ -754,6 +763,70 @@ struct PostgresSchema: Sendable {
         WITH deleted AS (DELETE FROM \(unescaped: action) WHERE queue_name = \(queueName) RETURNING 1)
         SELECT count(*)::int8 FROM deleted
         """
+    }
+
+    /// Marks queues paused by an operator (creating their rows), or clears the mark; returns the
+    /// queues whose mark changed. The rows are locked in name order, as every statement that waits
+    /// for a queue's row locks them (two statements that lock rows in different orders deadlock).
+    func setPausedQuery(queueNames: [String], paused: Bool) -> PostgresQuery {
+        guard paused else {
+            return """
+                WITH locked AS (
+                    SELECT name FROM \(unescaped: queue) WHERE name = ANY(\(queueNames)::text[]) AND paused
+                    ORDER BY name FOR NO KEY UPDATE
+                )
+                UPDATE \(unescaped: queue) q SET paused = false FROM locked WHERE q.name = locked.name RETURNING q.name
+                """
+        }
+        return """
+        WITH wanted AS (SELECT DISTINCT name FROM unnest(\(queueNames)::text[]) AS w(name)),
+        before AS (SELECT q.name, q.paused FROM \(unescaped: queue) q JOIN wanted USING (name)),
+        marked AS (
+            INSERT INTO \(unescaped: queue) (name, paused) SELECT name, true FROM wanted ORDER BY name
+            ON CONFLICT (name) DO UPDATE SET paused = excluded.paused
+            RETURNING name
+        )
+        SELECT m.name FROM marked m LEFT JOIN before b USING (name) WHERE b.paused IS DISTINCT FROM true
+        """
+    }
+
+    /// The queues among these (or of all, for `nil`) that an operator paused.
+    func pausedQueuesQuery(queueNames: [String]?) -> PostgresQuery {
+        guard let queueNames else { return "SELECT name FROM \(unescaped: queue) WHERE paused" }
+        return "SELECT name FROM \(unescaped: queue) WHERE paused AND name = ANY(\(queueNames)::text[])"
+    }
+
+    /// Dead letters of one queue (or all), by queue and position.
+    func deadLettersQuery(queueName: String?) -> PostgresQuery {
+        guard let queueName else {
+            return "SELECT \(unescaped: Self.taskColumns) FROM \(unescaped: action) WHERE state = 1 ORDER BY queue_name, position"
+        }
+        return """
+            SELECT \(unescaped: Self.taskColumns) FROM \(unescaped: action)
+            WHERE queue_name = \(queueName) AND state = 1 ORDER BY position
+            """
+    }
+
+    /// Puts a dead letter back in its queue as a new save (new revision, attempts from zero).
+    func replayDeadLetterQuery(collection: String, key: String) -> PostgresQuery {
+        """
+        UPDATE \(unescaped: action) SET state = 0, attempts = 0, pause_kind = NULL, pause_until = NULL,
+            last_failure = NULL, failed_at = NULL, revision = nextval('\(unescaped: sequence)')
+        WHERE collection = \(collection) AND key = \(key) AND state = 1
+        RETURNING \(unescaped: Self.taskColumns)
+        """
+    }
+
+    func discardDeadLetterQuery(collection: String, key: String) -> PostgresQuery {
+        """
+        DELETE FROM \(unescaped: action) WHERE collection = \(collection) AND key = \(key) AND state = 1
+        RETURNING \(unescaped: Self.taskColumns)
+        """
+    }
+
+    /// The number of dead letters per queue.
+    func deadLetterCountsQuery() -> PostgresQuery {
+        "SELECT queue_name, count(*)::int8 FROM \(unescaped: action) WHERE state = 1 GROUP BY queue_name"
     }
 
     /// Per queue: pending count, and the head's attempts, pause and last failure.

@@ -221,14 +221,6 @@ struct UserCodeFailed: Error {
     let error: any Error
 }
 
-extension TaskOutcome {
-    var task: StoredTask {
-        switch self {
-        case .completed(let task), .failed(let task, _): task
-        }
-    }
-}
-
 extension Duration {
     /// Whole milliseconds, for interval arithmetic in SQL.
     var milliseconds: Int64 {

@@ -301,7 +301,15 @@ public final class PostgresTaskStorage: TaskStorage {
                         lastFailure: PostgresSchema.failure(reason: reason, at: failedAt)
                     ))
                 }
-                return snapshots
+                var deadLetters: [String: Int] = [:]
+                for try await (name, count) in try await connection.query(sql.deadLetterCountsQuery(), logger: logger).decode((String, Int).self) {
+                    deadLetters[name] = count
+                }
+                for index in snapshots.indices {
+                    snapshots[index].deadLetters = deadLetters.removeValue(forKey: snapshots[index].name) ?? 0
+                }
+                snapshots += deadLetters.map { TaskQueueSnapshot(name: $0.key, pending: 0, deadLetters: $0.value) }
+                return snapshots.sorted { $0.name < $1.name }
             }
         }
     }

@@ -45,5 +45,74 @@ extension TaskStorageConformance {
             let plain = try await storage.tasks(inQueue: "q1")
             try expect(plain.first?.notBefore == nil && plain.first?.priority == 0, "a plain re-save runs at once, priority 0: \(plain)")
         },
+            Check("an action that failed for the last time is a dead letter: no read of its queue returns it") { storage in
+            let saved = try await storage.save([task("a", "q1"), task("b", "q1"), task("c", "q2")])
+            var last = saved[0]
+            let failure = TaskFailure(reason: "no such address", failedAt: Date(timeIntervalSince1970: 1_900_000_000.5))
+            last.lastFailure = failure
+            try await settle(storage, [.deadLettered(last)])
+            let whole = try await storage.tasks(inQueue: "q1")
+            let limited = try await storage.tasks(inQueues: ["q1"], after: [:], limit: 10)["q1"] ?? []
+            try expect(whole.map(\.key) == ["b"] && limited.map(\.key) == ["b"], "the queue goes on without it: \(whole.map(\.key)), \(limited.map(\.key))")
+            let letters = try await storage.deadLetters(queueName: nil)
+            try expect(letters.map(\.key) == ["a"], "it is a dead letter: \(letters.map(\.key))")
+            try expect(letters.first?.attempts == 1 && letters.first?.lastFailure == failure, "with its attempts and failure: \(letters)")
+            try expect(try await storage.deadLetters(queueName: "q2").isEmpty, "another queue has none")
+            let snapshot = try await storage.snapshot()
+            try expect(snapshot.first { $0.name == "q1" }?.deadLetters == 1 && snapshot.first { $0.name == "q1" }?.pending == 1, "\(snapshot)")
+        },
+        Check("a replayed dead letter is back at its place with a new revision and no attempts; a discarded one is gone") { storage in
+            let saved = try await storage.save([task("a", "q1"), task("b", "q1"), task("c", "q1")])
+            var failed = saved[0]
+            failed.lastFailure = TaskFailure(reason: "bad", failedAt: Date(timeIntervalSince1970: 1_900_000_000))
+            try await settle(storage, [.deadLettered(failed)])
+            try expect(try await storage.replayDeadLetter(key: "b", collection: "c") == nil, "a ready action is no dead letter")
+            let replayed = try await storage.replayDeadLetter(key: "a", collection: "c")
+            try expect(replayed?.position == saved[0].position && (replayed?.revision ?? 0) > saved[2].revision, "a new save at its place: \(String(describing: replayed))")
+            try expect(replayed?.attempts == 0 && replayed?.lastFailure == nil && replayed?.pause == nil, "from zero: \(String(describing: replayed))")
+            try expect(try await storage.tasks(inQueue: "q1").map(\.key) == ["a", "b", "c"], "back at the head")
+            try expect(try await storage.deadLetters(queueName: nil).isEmpty, "no dead letter is left")
+            try await settle(storage, [.deadLettered(try await storage.tasks(inQueue: "q1")[0])])
+            try expect(try await storage.discardDeadLetter(key: "b", collection: "c") == nil, "a ready action is not discarded")
+            try expect(try await storage.discardDeadLetter(key: "a", collection: "c")?.key == "a", "discard returns the dead letter")
+            try expect(try await storage.discardDeadLetter(key: "a", collection: "c") == nil, "discarding twice finds nothing")
+            try expect(try await storage.deadLetters(queueName: nil).isEmpty, "the discarded dead letter is gone")
+            try expect(try await storage.tasks(inQueue: "q1").map(\.key) == ["b", "c"], "the queue's actions stay")
+        },
+        Check("a queue whose only actions are dead letters shows in the snapshot") { storage in
+            let saved = try await storage.save([task("a", "q1")])
+            try await settle(storage, [.deadLettered(saved[0])])
+            let snapshot = try await storage.snapshot()
+            try expect(snapshot.map(\.name) == ["q1"] && snapshot.first?.pending == 0 && snapshot.first?.deadLetters == 1, "\(snapshot)")
+            try expect(try await storage.tasks(inQueue: "q1").isEmpty, "no read of the queue returns it")
+        },
+            Check("pausing marks queues, also without actions, and reports those whose mark changed; resuming clears them") { storage in
+            _ = try await storage.save([task("a", "q1")])
+            try expect(try await storage.pausedQueues(among: nil).isEmpty, "no queue is paused at first")
+            try expect(try await storage.setPaused(true, queues: ["q1", "q2"]) == ["q1", "q2"], "both are paused")
+            try expect(try await storage.setPaused(true, queues: ["q2"]).isEmpty, "pausing again changes nothing")
+            try expect(try await storage.pausedQueues(among: nil) == ["q1", "q2"], "both are listed")
+            try expect(try await storage.pausedQueues(among: ["q1", "q3"]) == ["q1"], "only those asked about")
+            try expect(try await storage.tasks(inQueue: "q1").map(\.key) == ["a"], "a paused queue keeps its actions")
+            try expect(try await storage.setPaused(false, queues: ["q1", "q3"]) == ["q1"], "only q1 was paused")
+            try expect(try await storage.pausedQueues(among: nil) == ["q2"], "q2 stays paused")
+        },
+    ]
+
+    /// The shared checks of what a job system adds.
+    static let sharedJobChecks: [Check] = [
+        Check("a paused queue's head is not claimed, and a finish claims no next head of it") { storage in
+            let saved = try await storage.save([task("a", "q1"), task("b", "q1"), task("c", "q2")])
+            try expect(try await storage.claim([saved[0]], owner: "w", leaseDuration: .seconds(30)) == [.granted], "a is claimed")
+            _ = try await storage.setPaused(true, queues: ["q1", "q2"])
+            let report = try await storage.finish([.completed(saved[0])], claimingNext: ["q1": saved[1]], owner: "w", leaseDuration: .seconds(30))
+            try expect(report.continued.isEmpty, "the running action's outcome is stored, and b is not claimed: \(report)")
+            try expect(try await storage.tasks(inQueue: "q1").map(\.key) == ["b"], "a is done")
+            let refused = try await storage.claim([saved[1], saved[2]], owner: "w2", leaseDuration: .seconds(30))
+            try expect(!refused.contains(.granted), "no head of a paused queue is granted: \(refused)")
+            _ = try await storage.setPaused(false, queues: ["q1"])
+            let granted = try await storage.claim([saved[1]], owner: "w2", leaseDuration: .seconds(30))
+            try expect(granted == [.granted], "resumed, its head is granted: \(granted)")
+        },
     ]
 }

@@ -184,7 +184,10 @@ public enum TaskStorageConformance: Sendable {
     /// a few seconds: two checks wait for a lease to expire, and the others need a lease to last
     /// through a few claims and finishes (TaskBroker's own tests use 3 s; 1 s was too short once on
     /// a loaded 2-core machine).
-    public static let sharedChecks: [Check] = [
+    public static let sharedChecks: [Check] = sharedQueueChecks + sharedJobChecks
+
+    /// The shared checks of leases, fencing and the change feed.
+    static let sharedQueueChecks: [Check] = [
         Check("a queue's lease keeps a second owner off until the first releases it") { storage in
             let saved = try await storage.save([task("a", "q1"), task("b", "q1")])
             try expect(try await storage.claim([saved[0]], owner: "w1", leaseDuration: .seconds(30)) == [.granted], "w1 claims")
@@ -363,11 +366,7 @@ public enum TaskStorageConformance: Sendable {
 
     /// What a broker does with outcomes: claims the actions, then stores what became of them.
     static func settle(_ storage: any TaskStorage, _ outcomes: [TaskOutcome]) async throws {
-        let heads = outcomes.map { outcome in
-            switch outcome {
-            case .completed(let task), .failed(let task, _): task
-            }
-        }
+        let heads = outcomes.map(\.task)
         let claims = try await storage.claim(heads, owner: "w", leaseDuration: .seconds(30))
         try expect(claims.allSatisfy { $0 == .granted }, "the heads are granted: \(claims)")
         let report = try await storage.finish(outcomes, owner: "w")

@@ -473,7 +473,7 @@ extension TaskBrokerEvent {
         switch self {
         case .started(let queueName, _, _, _), .succeeded(let queueName, _, _), .failed(let queueName, _, _, _),
              .discarded(let queueName, _, _), .leaseLost(let queueName, _, _), .undecodable(let queueName, _, _),
-             .resumed(let queueName):
+             .resumed(let queueName), .deadLettered(let queueName, _, _, _), .paused(let queueName):
             queueName
         case .storageFailed, .storageRecovered, .stopped:
             nil

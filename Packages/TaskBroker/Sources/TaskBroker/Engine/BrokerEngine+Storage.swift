@@ -30,6 +30,15 @@ extension BrokerEngine {
         let limit = readLimit
         // Queues read only in part, before the read showed that the type has its own `sort`: read whole after.
         let readWhole = Mutex<[String]>([])
+        // Looked up before the actions: a pause or resume committed after it reaches the broker as a
+        // change, which reads the queue again.
+        let paused: Set<String>
+        do {
+            paused = try await storage.pausedQueues(among: queueNames)
+        } catch {
+            mailbox.post(.loadFailed(queueNames, message: "\(error)"))
+            return
+        }
         if let batchReader {
             // One scan for all the queues; each is posted as soon as it is read and decoded.
             let unreported = Mutex(Set(queueNames))
@@ -46,10 +55,13 @@ extension BrokerEngine {
                         readWhole.withLock { $0.append(queueName) }
                         return
                     }
-                    mailbox.post(.loaded([queueName: entries], requested: [queueName], truncated: truncated ? [queueName] : []))
+                    mailbox.post(.loaded(
+                        [queueName: entries], requested: [queueName], truncated: truncated ? [queueName] : [],
+                        paused: paused.contains(queueName) ? [queueName] : []
+                    ))
                 }
                 let empty = unreported.withLock { Array($0) }
-                if !empty.isEmpty { mailbox.post(.loaded([:], requested: empty)) }
+                if !empty.isEmpty { mailbox.post(.loaded([:], requested: empty, paused: paused)) }
             } catch {
                 mailbox.post(.loadFailed(unreported.withLock { Array($0) }.sorted(), message: "\(error)"))
             }
@@ -75,9 +87,9 @@ extension BrokerEngine {
                     if !truncated.isEmpty, readLimit == nil {
                         readWhole.withLock { $0.append(contentsOf: truncated) }
                         for queueName in truncated { entries[queueName] = nil }
-                        mailbox.post(.loaded(entries, requested: chunk.filter { !truncated.contains($0) }))
+                        mailbox.post(.loaded(entries, requested: chunk.filter { !truncated.contains($0) }, paused: paused))
                     } else {
-                        mailbox.post(.loaded(entries, requested: chunk, truncated: truncated))
+                        mailbox.post(.loaded(entries, requested: chunk, truncated: truncated, paused: paused))
                     }
                 } catch {
                     mailbox.post(.loadFailed(chunk, message: "\(error)"))

@@ -306,6 +306,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         let time = self.time
         let metrics = self.metrics
         let committer = self.committer
+        let maxAttempts = configuration.maxAttempts
         let context = TaskContext(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.nextAttempt)
         return { launch in
             let result = await handle(action, context)
@@ -315,9 +316,11 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             case .success: pause = nil
             case .retry(let after): pause = after > .zero ? .until(time.now().addingTimeInterval(after.timeInterval)) : nil
             case .waitForRestart: pause = .untilRestart
+            case .deadLetter: pause = nil
             }
             let outcome = BrokerOutcome(
-                task: task, result: result, pause: pause, next: result == .success ? next : nil, failedAt: time.now()
+                task: task, result: result, pause: pause, next: result == .success ? next : nil, failedAt: time.now(),
+                maxAttempts: maxAttempts
             )
             // Straight to the committer (through the launch while it still starts handlers):
             // outcomes that arrive while a commit runs share the next one.
@@ -347,6 +350,9 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         case .succeeded(let queueName, _, _):
             currentView.withLock { _ = $0.inFlight.removeValue(forKey: queueName) }
             metrics.handled.increment()
+        case .deadLettered(let queueName, let key, let collection, let reason):
+            metrics.deadLettered.increment()
+            logger.notice("action \(collection)/\(key) of \(queueName) moved to the dead letters: \(reason)")
         case .failed(let queueName, let key, let collection, let result):
             currentView.withLock { _ = $0.inFlight.removeValue(forKey: queueName) }
             metrics.failed.increment()
@@ -360,6 +366,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             logger.warning(
                 "lost the lease on \(queueName) while \(collection)/\(key) ran: another worker took the queue over; the outcome was not stored and the action runs there again"
             )
+        case .paused(let queueName):
+            logger.info("queue \(queueName) is paused by an operator; it starts nothing until resumed")
         case .undecodable(let queueName, let key, let collection):
             logger.error("action \(collection)/\(key) of \(queueName) does not decode as \(Handler.Action.self); pausing its queue until restarted")
         case .storageFailed(let operation, let queueNames, let message, let retryIn):

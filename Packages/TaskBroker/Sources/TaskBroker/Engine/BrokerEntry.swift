@@ -55,6 +55,8 @@ struct BrokerOutcome: Sendable {
     /// On a shared backend, for a success: the queue's next head when the action started, which the
     /// finish claims along with the outcome (``TaskStorage/finish(_:claimingNext:owner:leaseDuration:)``).
     let next: StoredTask?
+    /// The failure moves the action to the dead letters.
+    let deadLetter: Bool
     /// For a failure: what failed, in words.
     let reason: String?
     /// For a failure: when it failed (wall clock); the engine stamps an outcome that the state
@@ -63,13 +65,21 @@ struct BrokerOutcome: Sendable {
 
     init(
         task: StoredTask, result: TaskResult, pause: TaskPause?, next: StoredTask? = nil,
-        reason: String? = nil, failedAt: Date? = nil
+        reason: String? = nil, failedAt: Date? = nil, maxAttempts: Int? = nil
     ) {
         self.task = task
         self.result = result
-        self.pause = pause
         self.next = next
-        self.reason = result == .success ? nil : reason ?? result.failureReason
+        // The attempt that fails now is the last one allowed.
+        let exhausted = result != .success && maxAttempts.map { task.nextAttempt >= max(1, $0) } ?? false
+        deadLetter = result.isDeadLetter || exhausted
+        self.pause = deadLetter ? nil : pause
+        let given = result == .success ? nil : reason ?? result.failureReason
+        if exhausted, !result.isDeadLetter, let given {
+            self.reason = "failed \(task.nextAttempt) time(s), the most maxAttempts allows; last: \(given)"
+        } else {
+            self.reason = given
+        }
         self.failedAt = result == .success ? nil : failedAt
     }
 
@@ -89,17 +99,24 @@ struct BrokerOutcome: Sendable {
         guard result != .success else { return .completed(task) }
         var failed = task
         failed.lastFailure = failure
-        return .failed(failed, pause: pause)
+        return deadLetter ? .deadLettered(failed) : .failed(failed, pause: pause)
     }
 }
 
 extension TaskResult {
+    /// Whether the handler sent the action to the dead letters.
+    var isDeadLetter: Bool {
+        if case .deadLetter = self { return true }
+        return false
+    }
+
     /// A failure as the handler reported it, in words.
     var failureReason: String? {
         switch self {
         case .success: nil
         case .retry(let after): after > .zero ? "the handler asked to retry after \(after)" : "the handler asked to retry at once"
         case .waitForRestart: "the handler asked to wait for a restart"
+        case .deadLetter(let reason): reason
         }
     }
 }

@@ -6,6 +6,8 @@ struct BrokerMetrics: Sendable {
     let handled: Counter
     let failed: Counter
     let retried: Counter
+    /// Actions moved to the dead letters.
+    let deadLettered: Counter
     let queueWait: Metrics.Timer
     let handleDuration: Metrics.Timer
     let leasesLost: Counter
@@ -16,6 +18,7 @@ struct BrokerMetrics: Sendable {
         handled = Counter(label: "taskbroker_actions_handled", dimensions: dimensions)
         failed = Counter(label: "taskbroker_actions_failed", dimensions: dimensions)
         retried = Counter(label: "taskbroker_actions_retried", dimensions: dimensions)
+        deadLettered = Counter(label: "taskbroker_actions_dead_lettered", dimensions: dimensions)
         queueWait = Metrics.Timer(label: "taskbroker_queue_wait", dimensions: dimensions)
         handleDuration = Metrics.Timer(label: "taskbroker_handle_duration", dimensions: dimensions)
         leasesLost = Counter(label: "taskbroker_leases_lost", dimensions: dimensions)

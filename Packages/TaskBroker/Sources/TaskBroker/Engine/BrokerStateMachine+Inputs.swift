@@ -14,7 +14,8 @@ extension BrokerStateMachine {
         case listFailed(message: String)
         /// Queues were read: the actions of each requested queue in run order (absent: none stored).
         /// A `truncated` queue was read only as far as the read-ahead: more is stored after its last action.
-        case loaded([String: [BrokerEntry]], requested: [String], truncated: Set<String> = [])
+        /// `paused`: the requested queues an operator paused.
+        case loaded([String: [BrokerEntry]], requested: [String], truncated: Set<String> = [], paused: Set<String> = [])
         /// Reads ahead answered (`readAhead`): for each queue and its request's token, the next
         /// actions after the position asked for (absent: none stored); `truncated` as for `loaded`.
         case readAhead([String: [BrokerEntry]], tokens: [String: UInt64], truncated: Set<String> = [])

@@ -25,6 +25,9 @@ extension BrokerStateMachine {
             /// Actions deleted meanwhile: the answer may still show them.
             var deleted: Set<BrokerActionID> = []
         }
+        /// An operator paused the queue (``TaskDatabase/pauseQueues(_:)``), as of its last read: it
+        /// starts nothing (an action in flight finishes) until a read shows it resumed.
+        var pausedByOperator = false
         /// The sticky head: the action taken to run; it stays first until it succeeds.
         var held: BrokerEntry?
         /// Whether `held` is claimed, running or having its outcome stored.
@@ -120,7 +123,7 @@ extension BrokerStateMachine {
         /// Whether the head may be taken now (see `markReady`). Mutating only so that it is called
         /// in place (``BrokerStateMachine/inPlace(_:_:)``), without copying the queue.
         mutating func isRunnable() -> Bool {
-            guard load == nil, !inFlight, !blocked, leaseWait == nil, pending > 0 else { return false }
+            guard load == nil, !inFlight, !blocked, leaseWait == nil, !pausedByOperator, pending > 0 else { return false }
             return held?.task.pause == nil
         }
 
@@ -136,11 +139,12 @@ extension BrokerStateMachine {
             return notBefore
         }
 
-        /// Waiting only for its next head's time (saved to run later): the queue may be forgotten
-        /// like an idle one, and is woken through the schedule (``BrokerStateMachine/woke(_:into:)``).
+        /// Waiting only for its next head's time (saved to run later), or paused by an operator:
+        /// the queue may be forgotten like an idle one. The schedule wakes the first
+        /// (``BrokerStateMachine/woke(_:into:)``), the change that resumes it the second.
         func isParked(dueBy: Date) -> Bool {
             load == nil && !inFlight && timer == nil && !blocked && leaseWait == nil && !released && !outdated
-                && !continued && nextClaim == nil && append == nil && notDueHead(dueBy: dueBy) != nil
+                && !continued && nextClaim == nil && append == nil && (pausedByOperator || notDueHead(dueBy: dueBy) != nil)
         }
 
         /// Whether the sticky head is this version of this action (compared in place, without
@@ -157,7 +161,7 @@ extension BrokerStateMachine {
         /// The head after the sticky head, if it may be claimed with the sticky head's outcome.
         /// Mutating only to be called in place (see `isRunnable()`).
         mutating func claimableNext(dueBy: Date) -> StoredTask? {
-            guard head < waiting.count, waiting[head].action != nil, waiting[head].task.pause == nil,
+            guard !pausedByOperator, head < waiting.count, waiting[head].action != nil, waiting[head].task.pause == nil,
                   (waiting[head].task.notBefore ?? .distantPast) <= dueBy else { return nil }
             return waiting[head].task
         }

@@ -4,7 +4,7 @@ import Foundation
 extension BrokerStateMachine {
     // MARK: - Reading queues
 
-    mutating func loaded(_ queueName: String, _ entries: [BrokerEntry], truncated: Bool = false, into out: inout [Output]) {
+    mutating func loaded(_ queueName: String, _ entries: [BrokerEntry], truncated: Bool = false, paused: Bool = false, into out: inout [Output]) {
         guard var state = queues.removeValue(forKey: queueName) else { return }
         guard let load = state.load else {
             queues[queueName] = state
@@ -18,6 +18,10 @@ extension BrokerStateMachine {
         }
         state.load = nil
         firstReads.remove(queueName)
+        if paused != state.pausedByOperator {
+            out.append(.emit(paused ? .paused(queueName: queueName) : .resumed(queueName: queueName)))
+        }
+        state.pausedByOperator = paused
         state.truncated = truncated
         state.readThrough = truncated ? entries.lazy.map(\.task.position).max() ?? .min : .min
         state.append = nil  // a read ahead under way is superseded: its answer is ignored

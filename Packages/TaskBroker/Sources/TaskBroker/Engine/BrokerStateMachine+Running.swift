@@ -55,7 +55,7 @@ extension BrokerStateMachine {
 
     /// The queue's head if it may run now; moves the first waiting action to the sticky head.
     mutating func take(from state: inout Queue, _ queueName: String, into out: inout [Output]) -> BrokerEntry? {
-        guard state.load == nil, !state.inFlight, !state.blocked, state.leaseWait == nil else { return nil }
+        guard state.load == nil, !state.inFlight, !state.blocked, state.leaseWait == nil, !state.pausedByOperator else { return nil }
         if state.held == nil, state.head < state.waiting.count {
             // Saved to run later: not yet (see `markReady`, which wakes the queue then).
             if let notBefore = state.notDueHead(dueBy: dueBy) {
@@ -261,6 +261,20 @@ extension BrokerStateMachine {
                 markReady(queueName)
                 continue
             }
+            if outcome.deadLetter {
+                // Failed for the last time: stored as a dead letter, which no read of the queue
+                // returns. The queue goes on with its next action.
+                state.held = nil
+                locations[BrokerActionID(task)] = nil
+                queues[queueName] = state
+                out.append(.emit(.failed(queueName: queueName, key: task.key, collection: task.collection, result: outcome.result)))
+                out.append(.emit(.deadLettered(
+                    queueName: queueName, key: task.key, collection: task.collection, reason: outcome.reason ?? ""
+                )))
+                if readAfterOutcome { reload(queueName, into: &out) }
+                markReady(queueName)
+                continue
+            }
             switch outcome.result {
             case .success:
                 state.held = nil
@@ -287,7 +301,7 @@ extension BrokerStateMachine {
                 }
                 queues[queueName] = state
                 out.append(.emit(.succeeded(queueName: queueName, key: task.key, collection: task.collection)))
-            case .retry, .waitForRestart:
+            case .retry, .waitForRestart, .deadLetter:
                 if let held = state.held { state.held?.task.attempts = held.task.nextAttempt }
                 state.held?.task.pause = outcome.pause
                 state.held?.task.lastFailure = outcome.failure

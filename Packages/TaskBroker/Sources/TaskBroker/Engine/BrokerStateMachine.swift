@@ -247,10 +247,13 @@ struct BrokerStateMachine {
             let delay = backoff(after: .load)
             _ = startTimer(.retryList, .after(delay), into: &out)
             out.append(.emit(.storageFailed(operation: .load, queueNames: [], message: message, retryIn: delay)))
-        case .loaded(let byQueue, let requested, let truncated):
+        case .loaded(let byQueue, let requested, let truncated, let paused):
             recovered(.load, requested, into: &out)
             for queueName in requested {
-                loaded(queueName, byQueue[queueName] ?? [], truncated: truncated.contains(queueName), into: &out)
+                loaded(
+                    queueName, byQueue[queueName] ?? [], truncated: truncated.contains(queueName), paused: paused.contains(queueName),
+                    into: &out
+                )
             }
         case .readAhead(let byQueue, let tokens, let truncated):
             for (queueName, token) in tokens.sorted(by: { $0.key < $1.key }) {

@@ -10,6 +10,10 @@ public enum TaskBrokerEvent: Sendable, Hashable {
     case succeeded(queueName: String, key: String, collection: String)
     /// The action failed; `result` says when it runs again.
     case failed(queueName: String, key: String, collection: String, result: TaskResult)
+    /// The action failed for the last time (``TaskResult/deadLetter(reason:)``, or its
+    /// ``TaskQueueBroker/Configuration/maxAttempts``-th failure) and moved to the dead letters;
+    /// its queue goes on. Follows the run's ``failed(queueName:key:collection:result:)``.
+    case deadLettered(queueName: String, key: String, collection: String, reason: String)
     /// The action was deleted or replaced while it ran: its outcome was ignored.
     case discarded(queueName: String, key: String, collection: String)
     /// Shared backends: another worker took the queue over while this action ran (this worker's
@@ -19,8 +23,11 @@ public enum TaskBrokerEvent: Sendable, Hashable {
     /// A stored action could not be decoded as the handler's action type; its queue is paused
     /// until restarted.
     case undecodable(queueName: String, key: String, collection: String)
+    /// An operator paused the queue (``TaskDatabase/pauseQueues(_:)``), as the broker learned when
+    /// it read the queue: it starts nothing until resumed (an action it runs finishes).
+    case paused(queueName: String)
     /// A paused queue runs again: its retry timer fired, or it was restarted (or its paused action
-    /// was saved again). A retry with a zero timeout (`(false, 0)`, `.retry(after: .zero)`) never
+    /// was saved again), or an operator resumed it. A retry with a zero timeout (`(false, 0)`, `.retry(after: .zero)`) never
     /// pauses the queue, so it emits no `.resumed`: `.failed` is followed directly by the next
     /// `.started` of the same action.
     case resumed(queueName: String)

@@ -136,7 +136,7 @@ public final class TaskDatabase: Sendable {
     /// feed delivers them (shared backends: every process sees every commit the same way) or the
     /// backend announced them from the commit (SQLite: in commit order, which this call, made
     /// after the write returned, cannot promise).
-    private func publish(_ changes: [TaskChange]) {
+    func publish(_ changes: [TaskChange]) {
         guard !storage.isShared, sqlite == nil else { return }
         hub.publish(changes)
     }
@@ -296,11 +296,41 @@ public final class TaskDatabase: Sendable {
         return count
     }
 
-    /// The stored state of every queue that has actions, sorted by name.
+    /// The stored state of every queue that has actions or that an operator paused, sorted by name.
     ///
     /// - Returns: One snapshot per queue; `inFlight` is `nil` (ask ``TaskQueueBroker/snapshot()``).
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
     public func snapshot() async throws -> [TaskQueueSnapshot] {
-        try await storage.snapshot()
+        var snapshots = try await storage.snapshot()
+        var paused = try await storage.pausedQueues(among: nil)
+        guard !paused.isEmpty else { return snapshots }
+        for index in snapshots.indices where paused.remove(snapshots[index].name) != nil {
+            snapshots[index].pausedByOperator = true
+        }
+        snapshots += paused.map { TaskQueueSnapshot(name: $0, pending: 0, pausedByOperator: true) }
+        return snapshots.sorted { $0.name < $1.name }
+    }
+
+    /// Pauses queues for an operator: a paused queue starts nothing (an action it is running
+    /// finishes), in every process, across restarts, until ``resumeQueues(_:)``; saves into it are
+    /// kept. ``snapshot()`` shows it as ``TaskQueueSnapshot/pausedByOperator``, apart from a failure's
+    /// pause (which ``restartQueues(_:)`` clears). A queue need not have actions to be paused.
+    ///
+    /// - Parameter queueNames: The queues to pause.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`, or `.unsupported` for a backend
+    ///   that cannot pause queues.
+    public func pauseQueues(_ queueNames: [String]) async throws {
+        let changed = try await storage.setPaused(true, queues: queueNames.map(\.normalizedName))
+        if !changed.isEmpty { publish([.external(queueNames: changed)]) }
+    }
+
+    /// Resumes queues an operator paused (``pauseQueues(_:)``): their brokers, in every process,
+    /// run them again.
+    ///
+    /// - Parameter queueNames: The queues to resume.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`, or `.unsupported`.
+    public func resumeQueues(_ queueNames: [String]) async throws {
+        let changed = try await storage.setPaused(false, queues: queueNames.map(\.normalizedName))
+        if !changed.isEmpty { publish([.external(queueNames: changed)]) }
     }
 }

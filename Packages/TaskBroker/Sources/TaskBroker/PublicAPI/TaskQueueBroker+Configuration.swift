@@ -32,6 +32,12 @@ extension TaskQueueBroker {
         /// stays in the database. At least 1; defaults to 64. A queue whose action type has its
         /// own `sort(_:)` is read whole instead.
         public var readAhead = 64
+        /// How many times an action may fail before it moves to the dead letters (in the same
+        /// transaction that stores its last failure) and its queue goes on with its next action;
+        /// values below 1 count as 1. `nil` (the default): an action is retried as its handler
+        /// says, for ever, as the seed does. Dead letters never run until replayed
+        /// (``TaskDatabase/replayDeadLetter(key:collection:)``).
+        public var maxAttempts: Int?
 
         /// Creates a configuration.
         ///

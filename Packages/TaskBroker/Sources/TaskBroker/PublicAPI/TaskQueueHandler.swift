@@ -13,6 +13,10 @@ public enum TaskResult: Sendable, Hashable {
     /// The action failed: its queue stays paused, across restarts, until
     /// ``TaskQueueBroker/restartQueues(_:)`` resumes it.
     case waitForRestart
+    /// The action failed and will not succeed by being run again: the broker moves it to the
+    /// dead letters at once, with `reason` (``TaskDatabase/deadLetters(queueName:)``), and its queue
+    /// goes on with its next action.
+    case deadLetter(reason: String)
 
     /// Translates the seed's `(success, retryTimeout)` pair.
     ///
@@ -117,7 +121,7 @@ extension AsyncTaskQueueHandler {
             case .retry(let after):
                 let seconds = Double(after.components.seconds) + Double(after.components.attoseconds) / 1e18
                 completion(false, seconds)
-            case .waitForRestart:
+            case .waitForRestart, .deadLetter:
                 completion(false, -1)
             }
         }

@@ -20,6 +20,12 @@ public struct TaskQueueSnapshot: Sendable, Hashable {
     /// The last failed run of the queue's head (its paused action, if any), if it failed since it
     /// was saved.
     public var lastFailure: TaskFailure?
+    /// How many of the queue's actions are dead letters (failed for the last time; not counted in
+    /// ``pending``).
+    public var deadLetters: Int
+    /// Whether an operator paused the queue (``TaskDatabase/pauseQueues(_:)``); a failure's pause
+    /// is ``pause``.
+    public var pausedByOperator: Bool
 
     /// The wall-clock time a timed retry is due, or `nil` when not paused on a timer.
     public var pausedUntil: Date? {
@@ -37,9 +43,11 @@ public struct TaskQueueSnapshot: Sendable, Hashable {
     ///   - attempts: The failures of the queue's head.
     ///   - storageFailure: Why the queue waits on storage, if it does.
     ///   - lastFailure: The last failed run of the queue's head.
+    ///   - deadLetters: How many of the queue's actions are dead letters.
+    ///   - pausedByOperator: Whether an operator paused the queue.
     public init(
         name: String, pending: Int, inFlight: String? = nil, pause: TaskPause? = nil, attempts: Int = 0,
-        storageFailure: String? = nil, lastFailure: TaskFailure? = nil
+        storageFailure: String? = nil, lastFailure: TaskFailure? = nil, deadLetters: Int = 0, pausedByOperator: Bool = false
     ) {
         self.name = name
         self.pending = pending
@@ -48,5 +56,7 @@ public struct TaskQueueSnapshot: Sendable, Hashable {
         self.attempts = attempts
         self.storageFailure = storageFailure
         self.lastFailure = lastFailure
+        self.deadLetters = deadLetters
+        self.pausedByOperator = pausedByOperator
     }
 }

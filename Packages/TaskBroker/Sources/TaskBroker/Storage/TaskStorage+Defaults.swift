@@ -91,6 +91,45 @@ extension TaskStorage {
         }.sorted()
     }
 
+    /// Dead letters need the backend's support.
+    ///
+    /// - Throws: ``TaskBrokerError`` with code `.unsupported`.
+    public func deadLetters(queueName: String?) async throws -> [StoredTask] {
+        throw Self.noDeadLetters
+    }
+
+    /// Dead letters need the backend's support.
+    ///
+    /// - Throws: ``TaskBrokerError`` with code `.unsupported`.
+    public func replayDeadLetter(key: String, collection: String) async throws -> StoredTask? {
+        throw Self.noDeadLetters
+    }
+
+    /// Dead letters need the backend's support.
+    ///
+    /// - Throws: ``TaskBrokerError`` with code `.unsupported`.
+    public func discardDeadLetter(key: String, collection: String) async throws -> StoredTask? {
+        throw Self.noDeadLetters
+    }
+
+    /// Pausing queues needs the backend's support.
+    ///
+    /// - Throws: ``TaskBrokerError`` with code `.unsupported`.
+    public func setPaused(_ paused: Bool, queues queueNames: [String]) async throws -> [String] {
+        throw TaskBrokerError(code: .unsupported, message: "This storage backend (\(Self.self)) cannot pause queues.")
+    }
+
+    /// No queue is paused by an operator.
+    ///
+    /// - Returns: An empty set.
+    public func pausedQueues(among queueNames: [String]?) async throws -> Set<String> {
+        []
+    }
+
+    private static var noDeadLetters: TaskBrokerError {
+        TaskBrokerError(code: .unsupported, message: "This storage backend (\(Self.self)) keeps no dead letters.")
+    }
+
     /// No change feed: every change is made through this process's ``TaskDatabase``.
     ///
     /// - Returns: `nil`.

@@ -168,6 +168,52 @@ public protocol TaskStorage: Sendable {
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
     func nextNotBefore(after date: Date) async throws -> Date?
 
+    /// The dead letters (actions that failed for the last time, see ``TaskOutcome/deadLettered(_:)``)
+    /// of one queue, or of every queue for `nil`, by queue name and position. The default throws
+    /// `.unsupported`.
+    ///
+    /// - Parameter queueName: The queue, or `nil` for all.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
+    func deadLetters(queueName: String?) async throws -> [StoredTask]
+
+    /// Puts a dead letter back in its queue, at its place (its position), as a new save: a new
+    /// revision, attempts from zero, no pause, no failure on record. Brokers hear of it as of a save.
+    /// The default throws `.unsupported`.
+    ///
+    /// - Parameters:
+    ///   - key: The action's key.
+    ///   - collection: The action's collection.
+    /// - Returns: The action as stored now, or `nil` when no dead letter has that key and collection.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
+    func replayDeadLetter(key: String, collection: String) async throws -> StoredTask?
+
+    /// Deletes a dead letter. The default throws `.unsupported`.
+    ///
+    /// - Parameters:
+    ///   - key: The action's key.
+    ///   - collection: The action's collection.
+    /// - Returns: The deleted dead letter, or `nil` when no dead letter has that key and collection.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
+    func discardDeadLetter(key: String, collection: String) async throws -> StoredTask?
+
+    /// Pauses queues for an operator (`paused` true) or resumes them: a paused queue starts
+    /// nothing, in every process, across restarts, until resumed; saves into it are kept. Brokers
+    /// hear of the queues whose mark changed as of a change to them. The default throws `.unsupported`.
+    ///
+    /// - Parameters:
+    ///   - paused: Whether the queues are paused.
+    ///   - queueNames: The queues (they need no stored action).
+    /// - Returns: The queues whose mark changed.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
+    func setPaused(_ paused: Bool, queues queueNames: [String]) async throws -> [String]
+
+    /// The queues among `queueNames` (every queue for `nil`) that an operator paused. The
+    /// default: none.
+    ///
+    /// - Parameter queueNames: The queues asked about, or `nil` for all.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
+    func pausedQueues(among queueNames: [String]?) async throws -> Set<String>
+
     /// The changes every process commits, for a backend shared by several processes; `nil` (the
     /// default) for a backend whose changes are all made through this process's ``TaskDatabase``.
     ///

@@ -157,6 +157,17 @@ public enum TaskOutcome: Sendable, Hashable {
     /// The action failed: count the attempt, store `pause` (`nil` to run it again at once) and the
     /// task's ``StoredTask/lastFailure``, if its revision is still the stored one.
     case failed(StoredTask, pause: TaskPause?)
+    /// The action failed for the last time: count the attempt, store the task's
+    /// ``StoredTask/lastFailure`` and move it to the dead letters (its queue goes on without it),
+    /// if its revision is still the stored one.
+    case deadLettered(StoredTask)
+
+    /// The action the outcome is about.
+    public var task: StoredTask {
+        switch self {
+        case .completed(let task), .failed(let task, _), .deadLettered(let task): task
+        }
+    }
 }
 
 /// A backend's answer to the claim of one head (``TaskStorage/claim(_:owner:leaseDuration:)``).

@@ -177,6 +177,10 @@ struct BrokerModel {
                 queues[queue]![0].attempts += 1
                 queues[queue]![0].pause = .untilRestart
                 events[queue, default: []].append(.failed(queueName: queue, key: key, collection: Self.collection, result: result))
+            case .deadLetter(let reason):
+                queues[queue]!.removeFirst()
+                events[queue, default: []].append(.failed(queueName: queue, key: key, collection: Self.collection, result: result))
+                events[queue, default: []].append(.deadLettered(queueName: queue, key: key, collection: Self.collection, reason: reason))
             }
             fired.remove(queue)
         }

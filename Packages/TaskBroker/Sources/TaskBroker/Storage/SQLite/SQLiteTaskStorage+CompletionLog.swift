@@ -56,20 +56,25 @@ extension SQLiteTaskStorage {
         // The attempt count is written as a value, not incremented: storing the same outcome twice
         // (a commit retried after a failure whose fate was unknown) counts it once.
         let fail = try db.cachedStatement(sql: """
-            UPDATE taskbroker_action SET attempts = ?, pause_kind = ?, pause_until = ?, last_failure = ?, failed_at = ?
+            UPDATE taskbroker_action SET attempts = ?, pause_kind = ?, pause_until = ?, last_failure = ?, failed_at = ?, state = ?
             WHERE collection = ? AND key = ? AND revision = ?
             """)
+        func store(_ task: StoredTask, pause: TaskPause?, state: Int) throws {
+            let (kind, until) = columns(for: pause)
+            try fail.execute(arguments: [
+                task.nextAttempt, kind, until, task.lastFailure?.reason, task.lastFailure?.failedAt.timeIntervalSince1970, state,
+                task.collection, task.key, task.revision,
+            ])
+            if db.changesCount == 0 { outdated.insert(task.queueName) }
+        }
         for outcome in outcomes {
             switch outcome {
             case .completed(let task):
                 completed.append(task)
             case .failed(let task, let pause):
-                let (kind, until) = columns(for: pause)
-                try fail.execute(arguments: [
-                    task.nextAttempt, kind, until, task.lastFailure?.reason, task.lastFailure?.failedAt.timeIntervalSince1970,
-                    task.collection, task.key, task.revision,
-                ])
-                if db.changesCount == 0 { outdated.insert(task.queueName) }
+                try store(task, pause: pause, state: 0)
+            case .deadLettered(let task):
+                try store(task, pause: nil, state: 1)
             }
         }
         var count = try logged ?? Int.fetchOne(db, sql: "SELECT count(*) FROM taskbroker_done") ?? 0
@@ -121,4 +126,7 @@ extension SQLiteTaskStorage {
 
     /// The condition of a row that its queue runs: stored, not completed, not a dead letter.
     static let isReady = "state = 0 AND \(isLive)"
+
+    /// The condition of a dead letter.
+    static let isDeadLetter = "state = 1 AND \(isLive)"
 }

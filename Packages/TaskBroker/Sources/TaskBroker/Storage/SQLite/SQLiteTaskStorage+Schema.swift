@@ -82,7 +82,8 @@ extension SQLiteTaskStorage {
         // its queue) and the last failed run (`last_failure`, `failed_at`). Existing rows are ready,
         // at once, priority 0, with no failure on record; their attempts and pauses are kept. The
         // index on (not_before, position) holds only the actions saved to run later: a broker finds
-        // those whose time has come, and the next time to wake up, through it.
+        // those whose time has come, and the next time to wake up, through it. The queues an
+        // operator paused (`pauseQueues`) are the rows of `taskbroker_paused`.
         migrator.registerMigration("taskbroker-v5-job-schema") { db in
             try db.execute(sql: """
                 ALTER TABLE taskbroker_action ADD COLUMN not_before REAL;
@@ -91,6 +92,7 @@ extension SQLiteTaskStorage {
                 ALTER TABLE taskbroker_action ADD COLUMN last_failure TEXT;
                 ALTER TABLE taskbroker_action ADD COLUMN failed_at REAL;
                 CREATE INDEX taskbroker_action_schedule ON taskbroker_action(not_before, position) WHERE not_before IS NOT NULL;
+                CREATE TABLE taskbroker_paused (queue_name TEXT PRIMARY KEY) WITHOUT ROWID;
                 """)
         }
         return migrator

@@ -209,7 +209,14 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
                     snapshots[task.queueName]?.attempts = task.attempts
                     snapshots[task.queueName]?.lastFailure = task.lastFailure
                 }
-                return order.compactMap { snapshots[$0] }
+                for (name, count) in try Self.deadLetterCounts(in: db) {
+                    if snapshots[name] == nil {
+                        snapshots[name] = TaskQueueSnapshot(name: name, pending: 0)
+                        order.append(name)
+                    }
+                    snapshots[name]?.deadLetters = count
+                }
+                return order.sorted().compactMap { snapshots[$0] }
             }
         }
     }
