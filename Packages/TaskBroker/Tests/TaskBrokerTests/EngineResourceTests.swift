@@ -10,7 +10,7 @@ struct EngineResourceTests {
     @Test(arguments: Backend.allCases) func aTimerThatFiredIsReleased(_ backend: Backend) async throws {
         let store = try TestStore(backend)
         let database = try await store.open()
-        let clock = ManualClock()
+        let clock = ObservedClock()
         let handler = RecordingHandler<TestAction>()
         let retries = 20
         for _ in 0..<retries {
@@ -21,7 +21,11 @@ struct EngineResourceTests {
         try await database.save([TestAction(key: "a", queueName: "h-a")])
         for run in 1...retries {
             _ = await handler.handled.values(count: run)
-            await clock.sleepers(atLeast: 1)
+            // The retry's own timer, due 100 ms after the run failed (the clock has not moved since):
+            // on PostgreSQL other timers sleep too, and advancing before this one was set left it
+            // due 100 ms after the advance, for ever.
+            let due = clock.now.advanced(by: .milliseconds(100))
+            #expect(await clock.sleepers { $0[due] != nil }, "the retry sleeps until \(due): \(clock.sleepers)")
             clock.advance(by: .milliseconds(100))
         }
         _ = await recorder.wait { if case .succeeded = $0 { true } else { false } }

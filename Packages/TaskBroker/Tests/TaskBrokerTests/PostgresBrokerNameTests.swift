@@ -47,11 +47,12 @@ struct PostgresBrokerNameTests {
         let directory = try TemporaryDirectory()
         let worker = try CrashHelperRun(
             arguments: ["pg-worker", try PostgresTestServer.url(), store.schema, directory.path("stamps"), "zeta"],
-            environment: ["QUEUEKIT_HELPER_HEARTBEAT_MS": "1500"]
+            environment: ["QUEUEKIT_HELPER_HEARTBEAT_MS": "3000"]
         )
         #expect(await worker.line(after: 0) == "ready")
         await worker.kill()
-        // Renewed at most 1.5 s before the kill for 4.5 s: alive for 3 s more at least.
+        // Renewed at most 3 s before the kill for 9 s: alive for 6 s more at least (3 s was once
+        // too short for the setup below on a loaded machine).
         await #expect(throws: TaskBrokerError.self, "the dead process's record is still alive") {
             _ = try await TaskQueueBroker.setup(database: database, name: "zeta-x", handler: RecordingHandler<TestAction>())
         }

@@ -11,7 +11,9 @@ extension BrokerStateMachine {
             return
         }
         if load.again {
-            state.load = Queue.Load()
+            // Read again; the changes heard so far are still applied after that read (a restart
+            // among them is still reported).
+            state.load = Queue.Load(buffered: load.buffered)
             queues[queueName] = state
             loadsToIssue.append(queueName)
             return
