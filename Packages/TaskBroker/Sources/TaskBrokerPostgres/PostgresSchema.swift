@@ -284,6 +284,24 @@ struct PostgresSchema: Sendable {
         """
     }
 
+    /// Inserts an action unless its key and collection are stored (ready or a dead letter), and its
+    /// queue's row; returns its position and revision when it was inserted. A concurrent insert of
+    /// the same key waits for the other transaction and then finds the key taken.
+    func saveIfAbsentQuery(_ task: NewTask) -> PostgresQuery {
+        """
+        WITH queues AS (
+            INSERT INTO \(unescaped: queue) (name) VALUES (\(task.queueName)) ON CONFLICT (name) DO NOTHING
+        ),
+        numbered AS (SELECT nextval('\(unescaped: sequence)') AS n)
+        INSERT INTO \(unescaped: action) (collection, key, queue_name, payload, position, revision, not_before, priority)
+        SELECT \(task.collection), \(task.key), \(task.queueName), \(ByteBuffer(bytes: task.payload)), n, n,
+               \(task.notBefore?.timeIntervalSince1970)::float8, \(Int64(task.priority))
+        FROM numbered
+        ON CONFLICT (collection, key) DO NOTHING
+        RETURNING position, revision
+        """
+    }
+
     func deleteQuery(collection: String, key: String) -> PostgresQuery {
         "DELETE FROM \(unescaped: action) WHERE collection = \(collection) AND key = \(key) RETURNING \(unescaped: Self.taskColumns)"
     }

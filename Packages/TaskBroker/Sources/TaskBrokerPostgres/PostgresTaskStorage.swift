@@ -148,14 +148,19 @@ public final class PostgresTaskStorage: TaskStorage {
     /// a name meets would depend on its letters), and the queue's and the key's are such entries.
     static let longestName = 2_600
 
-    private func saveDistinct(_ tasks: [NewTask], on connection: PostgresConnection) async throws -> [StoredTask] {
-        guard !tasks.isEmpty else { return [] }
+    /// Refuses names PostgreSQL's indexes cannot take, before anything is written.
+    static func checkLengths(of tasks: [NewTask]) throws {
         for task in tasks where task.queueName.utf8.count > Self.longestName || task.key.utf8.count + task.collection.utf8.count > Self.longestName {
             throw TaskBrokerError(
                 code: .invalidName,
                 message: "The action \(task.collection.prefix(40))/\(task.key.prefix(40))… has a queue name of \(task.queueName.utf8.count) bytes and a key and collection of \(task.key.utf8.count + task.collection.utf8.count) bytes; PostgreSQL's indexes take at most \(Self.longestName) bytes for each. Nothing was saved."
             )
         }
+    }
+
+    private func saveDistinct(_ tasks: [NewTask], on connection: PostgresConnection) async throws -> [StoredTask] {
+        guard !tasks.isEmpty else { return [] }
+        try Self.checkLengths(of: tasks)
         let rows = try await connection.query(
             sql.saveQuery(
                 collections: tasks.map(\.collection), keys: tasks.map(\.key), queueNames: tasks.map(\.queueName),
@@ -181,6 +186,28 @@ public final class PostgresTaskStorage: TaskStorage {
             )
         }
         try await notify(ChangeMessage.chunks(queues: changed.sorted()), on: connection)
+        return stored
+    }
+
+    /// Stores an action unless its key and collection are stored (see `TaskStorage.saveIfAbsent(_:)`).
+    public func saveIfAbsent(_ task: NewTask) async throws -> StoredTask? {
+        try await transaction("save \(task.collection)/\(task.key) if absent", on: writeClient) { connection in
+            try await self.saveIfAbsent(task, on: connection)
+        }
+    }
+
+    func saveIfAbsent(_ task: NewTask, on connection: PostgresConnection) async throws -> StoredTask? {
+        try Self.checkLengths(of: [task])
+        var stored: StoredTask?
+        for try await (position, revision) in try await connection.query(sql.saveIfAbsentQuery(task), logger: logger).decode((Int64, Int64).self) {
+            stored = StoredTask(
+                key: task.key, collection: task.collection, queueName: task.queueName, payload: task.payload,
+                position: position, revision: revision, notBefore: task.notBefore, priority: task.priority
+            )
+        }
+        if stored != nil {
+            try await notify(ChangeMessage.chunks(queues: [task.queueName]), on: connection)
+        }
         return stored
     }
 

@@ -43,6 +43,18 @@ public final class PostgresTaskTransaction {
         _ = try await storage.save([try NewTask(encoding: action, with: encoder)], on: connection)
     }
 
+    /// Enqueues an action as part of this transaction only if no action with its key and
+    /// collection is stored (ready or a dead letter), as `TaskDatabase.saveIfAbsent(_:)` does. A
+    /// transaction of another process saving the same key at once waits for this one.
+    ///
+    /// - Parameter action: The action to enqueue.
+    /// - Returns: Whether it was stored.
+    /// - Throws: `TaskBrokerError` with code `.encodingFailed` or `.invalidName`, or PostgreSQL's error.
+    @discardableResult
+    public func saveIfAbsent<Action: TaskQueueAction>(_ action: Action) async throws -> Bool {
+        try await storage.saveIfAbsent(try NewTask(encoding: action, with: encoder), on: connection) != nil
+    }
+
     /// Enqueues (or replaces) an action to start no earlier than `date`, as part of this
     /// transaction (see `TaskDatabase.save(_:notBefore:)`).
     ///

@@ -97,6 +97,22 @@ extension TaskStorageConformance {
             try expect(try await storage.setPaused(false, queues: ["q1", "q3"]) == ["q1"], "only q1 was paused")
             try expect(try await storage.pausedQueues(among: nil) == ["q2"], "q2 stays paused")
         },
+        Check("a unique save stores only when no action of its key and collection is stored, dead letters included") { storage in
+            let first = try await storage.saveIfAbsent(task("a", "q1", payload: "first"))
+            try expect(first?.key == "a", "an absent key is stored: \(String(describing: first))")
+            try expect(try await storage.saveIfAbsent(task("a", "q2", payload: "second")) == nil, "a stored key is not saved again")
+            let stored = try await storage.tasks(inQueue: "q1")
+            try expect(stored.map(\.payload) == [Data("first".utf8)], "the first save stays as it was")
+            try expect(try await storage.tasks(inQueue: "q2").isEmpty, "the second save stored nothing")
+            try await settle(storage, [.deadLettered(stored[0])])
+            try expect(try await storage.saveIfAbsent(task("a", "q1")) == nil, "a dead letter counts as stored")
+            _ = try await storage.discardDeadLetter(key: "a", collection: "c")
+            let b = try await storage.save([task("b", "q1")])
+            try await settle(storage, [.completed(b[0])])
+            try expect(try await storage.saveIfAbsent(task("b", "q1")) != nil, "a completed action's key may be saved again")
+            try expect(try await storage.saveIfAbsent(task("a", "q1")) != nil, "so may a discarded dead letter's")
+            try expect(try await storage.tasks(inQueue: "q1").map(\.key) == ["b", "a"], "both are stored, in save order")
+        },
     ]
 
     /// The shared checks of what a job system adds.

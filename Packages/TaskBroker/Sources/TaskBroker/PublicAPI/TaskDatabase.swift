@@ -213,6 +213,21 @@ public final class TaskDatabase: Sendable {
         publish(stored.map { .saved($0) })
     }
 
+    /// Enqueues an action only if no action with its key and collection is stored (ready, running
+    /// or a dead letter): a unique save. Atomic across processes: of several saving the same key at
+    /// once, one stores it. An action that completed is no longer stored: its key may be saved again.
+    ///
+    /// - Parameter action: The action to enqueue.
+    /// - Returns: Whether it was stored.
+    /// - Throws: ``TaskBrokerError`` with code `.encodingFailed`, `.storageFailed`, or `.unsupported`
+    ///   for a backend without unique saves.
+    @discardableResult
+    public func saveIfAbsent<Action: TaskQueueAction>(_ action: Action) async throws -> Bool {
+        guard let stored = try await storage.saveIfAbsent(try NewTask(encoding: action, with: JSONEncoder())) else { return false }
+        publish([.saved(stored)])
+        return true
+    }
+
     /// Deletes an action: it is cancelled. If a broker is running it, it is not run again and its
     /// completion is ignored.
     ///

@@ -22,6 +22,19 @@ public final class TaskTransaction {
         changes += try SQLiteTaskStorage.save([task], in: db).map { .saved($0) }
     }
 
+    /// Enqueues an action as part of this transaction only if no action with its key and
+    /// collection is stored (ready or a dead letter), as `TaskDatabase.saveIfAbsent(_:)` does.
+    ///
+    /// - Parameter action: The action to enqueue.
+    /// - Returns: Whether it was stored.
+    /// - Throws: ``TaskBrokerError`` with code `.encodingFailed`, or the database's error.
+    @discardableResult
+    public func saveIfAbsent<Action: TaskQueueAction>(_ action: Action) throws -> Bool {
+        guard let stored = try SQLiteTaskStorage.saveIfAbsent(try NewTask(encoding: action, with: encoder), in: db) else { return false }
+        changes.append(.saved(stored))
+        return true
+    }
+
     /// Enqueues (or replaces) an action to start no earlier than `date`, as part of this
     /// transaction, as `TaskDatabase.save(_:notBefore:)` does.
     ///

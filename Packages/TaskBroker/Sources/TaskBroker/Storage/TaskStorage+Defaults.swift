@@ -112,6 +112,13 @@ extension TaskStorage {
         throw Self.noDeadLetters
     }
 
+    /// Unique saves need the backend's support (a check and a save apart are not atomic).
+    ///
+    /// - Throws: ``TaskBrokerError`` with code `.unsupported`.
+    public func saveIfAbsent(_ task: NewTask) async throws -> StoredTask? {
+        throw TaskBrokerError(code: .unsupported, message: "This storage backend (\(Self.self)) cannot save an action only if it is absent.")
+    }
+
     /// Pausing queues needs the backend's support.
     ///
     /// - Throws: ``TaskBrokerError`` with code `.unsupported`.

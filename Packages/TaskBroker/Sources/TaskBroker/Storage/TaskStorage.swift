@@ -21,6 +21,15 @@ public protocol TaskStorage: Sendable {
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
     func save(_ tasks: [NewTask]) async throws -> [StoredTask]
 
+    /// Enqueues an action only if no action with its key and collection is stored (ready or a
+    /// dead letter), atomically: of several processes saving the same key at once, one stores it.
+    /// The default throws `.unsupported`.
+    ///
+    /// - Parameter task: The action to store.
+    /// - Returns: The stored version, or `nil` when an action with that key and collection was stored.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
+    func saveIfAbsent(_ task: NewTask) async throws -> StoredTask?
+
     /// Deletes an action (cancels it).
     ///
     /// - Parameters:

@@ -270,6 +270,23 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
         return stored
     }
 
+    /// Saves the action unless a live row (ready or a dead letter, not a logged completion) has its
+    /// key and collection: in one write transaction, which no other write (of any process) interleaves.
+    static func saveIfAbsent(_ task: NewTask, in db: Database) throws -> StoredTask? {
+        let stored = try Bool.fetchOne(
+            db,
+            sql: "SELECT EXISTS (SELECT 1 FROM taskbroker_action WHERE collection = ? AND key = ? AND \(isLive))",
+            arguments: [task.collection, task.key]
+        ) ?? false
+        return stored ? nil : try save([task], in: db).first
+    }
+
+    func saveIfAbsent(_ task: NewTask) async throws -> StoredTask? {
+        try await write("save action \(task.collection)/\(task.key) if absent", announcing: { $0.map { [.saved($0)] } ?? [] }) { db in
+            try Self.saveIfAbsent(task, in: db)
+        }
+    }
+
     static func delete(key: String, collection: String, in db: Database) throws -> StoredTask? {
         guard let deleted = try Row.fetchOne(
             db,
