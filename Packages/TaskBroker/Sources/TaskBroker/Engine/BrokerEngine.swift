@@ -294,53 +294,6 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         return done
     }
 
-    // MARK: - Running handlers
-
-    /// What runs one action's handler and hands its outcome over (`nil` when it does not decode).
-    private func makeRun(_ entry: BrokerEntry, next: StoredTask?) -> (@Sendable (LaunchGroup) async -> Void)? {
-        guard let action = (entry.action as? TypedActionBox<Handler.Action>)?.value else { return nil }
-        let task = entry.task
-        let now = time.elapsed()
-        metrics.queueWait.recordNanoseconds(max(0, (now - entry.since).nanoseconds))
-        let handle = self.handle
-        let time = self.time
-        let metrics = self.metrics
-        let committer = self.committer
-        let maxAttempts = configuration.maxAttempts
-        let context = TaskContext(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.nextAttempt)
-        return { launch in
-            let result = await handle(action, context)
-            metrics.handleDuration.recordNanoseconds(max(0, (time.elapsed() - now).nanoseconds))
-            let pause: TaskPause?
-            switch result {
-            case .success: pause = nil
-            case .retry(let after): pause = after > .zero ? .until(time.now().addingTimeInterval(after.timeInterval)) : nil
-            case .waitForRestart: pause = .untilRestart
-            case .deadLetter: pause = nil
-            }
-            let outcome = BrokerOutcome(
-                task: task, result: result, pause: pause, next: result == .success ? next : nil, failedAt: time.now(),
-                maxAttempts: maxAttempts
-            )
-            // Straight to the committer (through the launch while it still starts handlers):
-            // outcomes that arrive while a commit runs share the next one.
-            if !launch.collect(outcome) {
-                committer.submit([outcome])
-            }
-        }
-    }
-
-    /// Starts the handlers of one launch, each at once on this task until its first suspension.
-    /// The outcomes of handlers that finish without suspending reach the committer together when
-    /// the launch ends: one wake-up, and they share one commit.
-    private func launch(_ runs: [@Sendable (LaunchGroup) async -> Void]) {
-        let launch = LaunchGroup()
-        for run in runs {
-            handlers.start { await run(launch) }
-        }
-        committer.submit(launch.close())
-    }
-
     // MARK: - Events
 
     private func report(_ event: TaskBrokerEvent) {

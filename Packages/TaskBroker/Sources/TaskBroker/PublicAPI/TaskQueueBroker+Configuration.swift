@@ -38,6 +38,16 @@ extension TaskQueueBroker {
         /// says, for ever, as the seed does. Dead letters never run until replayed
         /// (``TaskDatabase/replayDeadLetter(key:collection:)``).
         public var maxAttempts: Int?
+        /// How long a handler may run: a run still going after it is cancelled (an
+        /// ``AsyncTaskQueueHandler`` sees `Task.isCancelled`) and counts as a failed attempt, retried
+        /// after ``retryBackoff`` (so ``maxAttempts`` applies). A callback-form handler that never
+        /// calls its completion cannot be cancelled: the broker stops waiting for it, and its late
+        /// completion changes nothing. `nil` (the default): no limit. Durations below a nanosecond
+        /// count as a nanosecond.
+        public var actionTimeout: Duration?
+        /// How long a run that timed out waits before it is retried, by attempt. Defaults to 1 s
+        /// doubling to 5 minutes.
+        public var retryBackoff = Backoff(initial: .seconds(1), maximum: .seconds(300))
 
         /// Creates a configuration.
         ///

@@ -1,4 +1,5 @@
 import AsyncPrimitivesTesting
+import Foundation
 import Synchronization
 import TaskBroker
 
@@ -50,5 +51,42 @@ final class HoldingHandler: AsyncTaskQueueHandler {
             return gate.waiting
         }
         waiting?.resume()
+    }
+}
+
+/// Records each run as `key#attempt`; a key starting with `hang` runs until its task is cancelled
+/// (then recorded in `cancelled`).
+final class HangingHandler: AsyncTaskQueueHandler {
+    let runs = EventCollector<String>()
+    let cancelled = EventCollector<String>()
+
+    func handle(_ action: TestAction, context: TaskContext) async -> TaskResult {
+        runs.record("\(action.key)#\(context.attempt)")
+        guard action.key.hasPrefix("hang") else { return .success }
+        try? await Task.sleep(for: .seconds(3_600))
+        if Task.isCancelled { cancelled.record(action.key) }
+        return .success
+    }
+}
+
+/// A seed-style handler whose first run never calls its completion; the test may call it late
+/// (``completeFirstRun(success:)``). Later runs succeed at once.
+final class SilentFirstRunHandler: TaskQueueHandler {
+    let runs = EventCollector<String>()
+    private let first = Mutex<(@Sendable (Bool, TimeInterval) -> Void)?>(nil)
+
+    func handleNextItem(_ action: TestAction, completion: @escaping @Sendable (Bool, TimeInterval) -> Void) {
+        runs.record(action.key)
+        let kept = first.withLock { first -> Bool in
+            guard runs.count == 1 else { return false }
+            first = completion
+            return true
+        }
+        if !kept { completion(true, 0) }
+    }
+
+    /// Calls the first run's completion now.
+    func completeFirstRun(success: Bool) {
+        first.withLock { $0 }?(success, 0)
     }
 }

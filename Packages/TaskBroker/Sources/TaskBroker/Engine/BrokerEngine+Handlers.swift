@@ -1,0 +1,111 @@
+import Foundation
+import Metrics
+import QueueRetry
+
+// Running handlers: each run's outcome (or its time limit's) goes straight to the committer.
+extension BrokerEngine {
+    // MARK: - Running handlers
+
+    /// What runs one action's handler and hands its outcome over (`nil` when it does not decode).
+    func makeRun(_ entry: BrokerEntry, next: StoredTask?) -> (@Sendable (LaunchGroup) async -> Void)? {
+        guard let action = (entry.action as? TypedActionBox<Handler.Action>)?.value else { return nil }
+        let task = entry.task
+        let now = time.elapsed()
+        metrics.queueWait.recordNanoseconds(max(0, (now - entry.since).nanoseconds))
+        let handle = self.handle
+        let time = self.time
+        let metrics = self.metrics
+        let committer = self.committer
+        let maxAttempts = configuration.maxAttempts
+        let timeout = configuration.actionTimeout.map { max($0, .nanoseconds(1)) }
+        let retryBackoff = configuration.retryBackoff
+        let context = TaskContext(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.nextAttempt)
+        return { launch in
+            // The handler's result, or the timeout's: whichever comes first is the outcome.
+            let once = OnceFlag()
+            let deliver: @Sendable (TaskResult, String?) -> Void = { result, reason in
+                guard once.take() else { return }
+                metrics.handleDuration.recordNanoseconds(max(0, (time.elapsed() - now).nanoseconds))
+                let pause: TaskPause?
+                switch result {
+                case .success: pause = nil
+                case .retry(let after): pause = after > .zero ? .until(time.now().addingTimeInterval(after.timeInterval)) : nil
+                case .waitForRestart: pause = .untilRestart
+                case .deadLetter: pause = nil
+                }
+                let outcome = BrokerOutcome(
+                    task: task, result: result, pause: pause, next: result == .success ? next : nil, reason: reason,
+                    failedAt: time.now(), maxAttempts: maxAttempts
+                )
+                // Straight to the committer (through the launch while it still starts handlers):
+                // outcomes that arrive while a commit runs share the next one.
+                if !launch.collect(outcome) {
+                    committer.submit([outcome])
+                }
+            }
+            guard let timeout else {
+                deliver(await handle(action, context), nil)
+                return
+            }
+            await Self.run(handle, action, context, timeout: timeout, time: time) {
+                deliver(.retry(after: retryBackoff.delay(afterFailures: context.attempt)), "timed out after \(timeout)")
+            } finished: { result in
+                deliver(result, nil)
+            }
+        }
+    }
+
+    /// Runs a handler with a time limit: once `timeout` has passed on the broker's clock,
+    /// `timedOut` is called and the handler's task is cancelled (an async handler sees
+    /// `Task.isCancelled`); `finished` is called with what the handler returns, also later.
+    /// Returns once the handler has returned: never, for a callback-form handler that never calls
+    /// its completion (the broker has long gone on without it).
+    private static func run(
+        _ handle: @escaping @Sendable (Handler.Action, TaskContext) async -> TaskResult, _ action: Handler.Action,
+        _ context: TaskContext, timeout: Duration, time: BrokerTime,
+        timedOut: @escaping @Sendable () -> Void, finished: @escaping @Sendable (TaskResult) -> Void
+    ) async {
+        await withTaskGroup(of: HandlerRace.self) { group in
+            group.addTask { .finished(await handle(action, context)) }
+            group.addTask {
+                do {
+                    try await time.sleep(timeout)
+                    return .timedOut
+                } catch {
+                    return .stopped
+                }
+            }
+            while let next = await group.next() {
+                switch next {
+                case .finished(let result):
+                    finished(result)
+                    group.cancelAll()
+                case .timedOut:
+                    timedOut()
+                    group.cancelAll()
+                case .stopped:
+                    break
+                }
+            }
+        }
+    }
+
+    /// Starts the handlers of one launch, each at once on this task until its first suspension.
+    /// The outcomes of handlers that finish without suspending reach the committer together when
+    /// the launch ends: one wake-up, and they share one commit.
+    func launch(_ runs: [@Sendable (LaunchGroup) async -> Void]) {
+        let launch = LaunchGroup()
+        for run in runs {
+            handlers.start { await run(launch) }
+        }
+        committer.submit(launch.close())
+    }
+}
+
+/// Which of a handler and its time limit ended first (``BrokerEngine``'s timed run).
+private enum HandlerRace: Sendable {
+    case finished(TaskResult)
+    case timedOut
+    /// The timer was cancelled: the handler finished first, or the broker cancelled its handlers.
+    case stopped
+}
