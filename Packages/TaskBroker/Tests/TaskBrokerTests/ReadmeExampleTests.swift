@@ -22,4 +22,34 @@ struct ReadmeExampleTests {
         #expect(await handler.sent.values(count: 1) == ["message-42"])
         await broker.shutdown()
     }
+
+    /// The job-system example, as the README shows it, plus what it promises.
+    @Test func readmeJobSystemExampleRuns() async throws {
+        let directory = try TemporaryDirectory()
+        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+        let handler = MailHandler()
+
+        var configuration = TaskQueueBroker.Configuration()
+        configuration.maxAttempts = 5
+        configuration.actionTimeout = .seconds(30)
+        let broker = try await TaskQueueBroker.setup(database: database, name: "mail", handler: handler, configuration: configuration)
+
+        try await database.save(MailAction(key: "reminder-42", queueName: "mail-42", address: "ann@example.com"),
+                                notBefore: Date().addingTimeInterval(3_600))
+        let stored = try await database.saveIfAbsent(MailAction(key: "welcome-42", queueName: "mail-42", address: "ann@example.com"))
+        try await database.pauseQueues(["mail-42"])
+        try await database.resumeQueues(["mail-42"])
+        #expect(stored)
+        #expect(try await database.saveIfAbsent(MailAction(key: "welcome-42", queueName: "mail-42", address: "ann@example.com")) == false)
+
+        // A bad address is a dead letter at once; other queues go on.
+        try await database.save(MailAction(key: "bad-1", queueName: "mail-7", address: "nowhere"))
+        try await database.save(MailAction(key: "ok-1", queueName: "mail-7", address: "bob@example.com"))
+        #expect(await handler.sent.values(count: 1) == ["ok-1"], "the reminder waits an hour, and the welcome behind it")
+        for letter in try await database.deadLetters() {
+            #expect(letter.key == "bad-1" && letter.reason == "no such address: nowhere" && letter.attempts == 1)
+            #expect(try await database.replayDeadLetter(key: letter.key, collection: letter.collection))
+        }
+        await broker.shutdown()
+    }
 }

@@ -22,3 +22,22 @@ final class MessageHandler: TaskQueueHandler {
         completion(true, -1)                  // (false, 5): retry in 5 s; (false, -1): wait for restartQueues
     }
 }
+
+// The types of the README's job-system example.
+
+struct MailAction: TaskQueueAction {
+    var key: String
+    var collection = "mail"
+    var queueName: String
+    var address: String
+}
+
+final class MailHandler: AsyncTaskQueueHandler {
+    let sent = EventCollector<String>()
+
+    func handle(_ action: MailAction, context: TaskContext) async -> TaskResult {
+        guard action.address.contains("@") else { return .deadLetter(reason: "no such address: \(action.address)") }
+        sent.record(action.key)
+        return .success
+    }
+}
