@@ -11,7 +11,9 @@ import TaskBroker
 ///   `revision` changes with every save (both from one sequence); `pause_kind` is `NULL` (runs),
 ///   1 (until `pause_until`, seconds since 1970) or 2 (until restarted); `not_before` is the
 ///   earliest start (seconds since 1970; `NULL`: at once); `state` is 0 (ready) or 1 (a dead
-///   letter, never read as part of its queue); `last_failure` and `failed_at` record the last
+///   letter, never read as part of its queue; statements say `state <> 1` for ready: an equality
+///   on a column without statistics yet made the planner read whole queues through a bitmap scan
+///   instead of their first actions through the index); `last_failure` and `failed_at` record the last
 ///   failed run.
 /// - `queue`: one row per queue ever saved, with its lease: `owner`, `epoch` (the fencing token,
 ///   +1 with every claim) and `expires_at` (server time; in the past when released), and whether
@@ -113,6 +115,8 @@ struct PostgresSchema: Sendable {
                 // The actions saved to run later, by time: a broker finds those whose time has come,
                 // and the next time to wake up, through it.
                 "CREATE INDEX IF NOT EXISTS action_schedule ON \(action) (not_before, position) WHERE not_before IS NOT NULL",
+                // The dead letters by queue (few: listed and counted without reading the ready actions).
+                "CREATE INDEX IF NOT EXISTS action_dead_letters ON \(action) (queue_name, position) WHERE state = 1",
                 // Queues an operator paused (`pauseQueues`): no claim takes them, no finish claims their next head.
                 "ALTER TABLE \(queue) ADD COLUMN IF NOT EXISTS paused boolean NOT NULL DEFAULT false",
             ],
@@ -270,7 +274,7 @@ struct PostgresSchema: Sendable {
         """
         SELECT queue_name, not_before, position FROM \(unescaped: action)
         WHERE not_before IS NOT NULL AND (not_before, position) > (\(afterTime)::float8, \(afterPosition)::int8)
-          AND not_before <= \(through)::float8 AND state = 0
+          AND not_before <= \(through)::float8 AND state <> 1
         ORDER BY not_before, position LIMIT \(Int64(limit))
         """
     }
@@ -279,7 +283,7 @@ struct PostgresSchema: Sendable {
     func nextNotBeforeQuery(after: Double) -> PostgresQuery {
         """
         SELECT not_before FROM \(unescaped: action)
-        WHERE not_before IS NOT NULL AND not_before > \(after)::float8 AND state = 0
+        WHERE not_before IS NOT NULL AND not_before > \(after)::float8 AND state <> 1
         ORDER BY not_before LIMIT 1
         """
     }
@@ -339,7 +343,7 @@ struct PostgresSchema: Sendable {
     /// position. (Sorted here, a read of 256 queues of 100 actions sorted its 25,600 rows, payloads
     /// and all, in a temporary file: two thirds of the statement's time.)
     func tasksQuery(queueNames: [String]) -> PostgresQuery {
-        "SELECT \(unescaped: Self.taskColumns) FROM \(unescaped: action) WHERE queue_name = ANY(\(queueNames)::text[]) AND state = 0"
+        "SELECT \(unescaped: Self.taskColumns) FROM \(unescaped: action) WHERE queue_name = ANY(\(queueNames)::text[]) AND state <> 1"
     }
 
     /// The first `limit` stored actions of each of these queues after the position given with
@@ -350,7 +354,7 @@ struct PostgresSchema: Sendable {
         SELECT t.* FROM unnest(\(queueNames)::text[], \(positions)::int8[]) AS q(name, after)
         CROSS JOIN LATERAL (
             SELECT \(unescaped: Self.taskColumns) FROM \(unescaped: action) a
-            WHERE a.queue_name = q.name AND a.position > q.after AND a.state = 0 ORDER BY a.position LIMIT \(Int64(limit))
+            WHERE a.queue_name = q.name AND a.position > q.after AND a.state <> 1 ORDER BY a.position LIMIT \(Int64(limit))
         ) t
         """
     }
@@ -375,7 +379,7 @@ struct PostgresSchema: Sendable {
             JOIN \(unescaped: queue) q ON q.name = head.queue_name
             JOIN \(unescaped: action) a
                 ON a.collection = head.collection AND a.key = head.key AND a.queue_name = head.queue_name
-               AND a.revision = head.revision AND a.attempts = head.attempts AND a.pause_kind IS DISTINCT FROM 2 AND a.state = 0
+               AND a.revision = head.revision AND a.attempts = head.attempts AND a.pause_kind IS DISTINCT FROM 2 AND a.state <> 1
             WHERE (q.expires_at <= clock_timestamp() OR q.owner = \(owner)) AND NOT q.paused
             FOR UPDATE OF q, a SKIP LOCKED
         ),
@@ -398,7 +402,7 @@ struct PostgresSchema: Sendable {
         FROM head
         LEFT JOIN \(unescaped: action) a
             ON a.collection = head.collection AND a.key = head.key AND a.queue_name = head.queue_name
-           AND a.revision = head.revision AND a.attempts = head.attempts AND a.pause_kind IS DISTINCT FROM 2 AND a.state = 0
+           AND a.revision = head.revision AND a.attempts = head.attempts AND a.pause_kind IS DISTINCT FROM 2 AND a.state <> 1
         LEFT JOIN \(unescaped: queue) q ON q.name = head.queue_name
         """
     }
@@ -518,6 +522,12 @@ struct PostgresSchema: Sendable {
             reasons.append(task.lastFailure?.reason ?? "")
             failedAts.append(task.lastFailure?.failedAt.timeIntervalSince1970 ?? 0)
         }
+        // A batch of completions only (the common case) sends no reasons: `unnest` pads the
+        // missing elements with NULL, which the function reads as "no failure".
+        if !kinds.contains(where: { $0 > 0 }) {
+            reasons = []
+            failedAts = []
+        }
         return """
         SELECT * FROM \(unescaped: finishFunction)(
             \(PostgresArray(queueNames))::text[], \(PostgresArray(epochs))::int8[], \(PostgresArray(positions))::int8[],
@@ -540,7 +550,8 @@ struct PostgresSchema: Sendable {
     /// revision, the kind (0 completed, 1 failed, 2 failed until `until`, 3 failed until restarted,
     /// 4 failed for the last time: a dead letter)
     /// and `until` (seconds since 1970), the next head's position, revision and attempts (-1:
-    /// none), and a failure's reason and time (seconds since 1970; `""` for a completion); then the owner, the lease and `keep` in milliseconds, the notifications' origin
+    /// none), and a failure's reason and time (seconds since 1970; `""` or no element for a
+    /// completion); then the owner, the lease and `keep` in milliseconds, the notifications' origin
     /// prefix, channel, chunk size and entry limit. Changing them creates a second function beside
     /// the first (PostgreSQL tells functions apart by their parameter types), which workers of the
     /// previous version go on calling; changing the body needs a new schema version
@@ -576,7 +587,7 @@ struct PostgresSchema: Sendable {
                 LEFT JOIN LATERAL (
                     SELECT n.queue_name FROM \(action) n
                     WHERE n.position = o.next_position
-                      AND n.revision = o.next_revision AND n.attempts = o.next_attempts AND n.pause_kind IS NULL AND n.state = 0
+                      AND n.revision = o.next_revision AND n.attempts = o.next_attempts AND n.pause_kind IS NULL AND n.state <> 1
                     LIMIT 1
                 ) n ON true
             ),
@@ -771,7 +782,7 @@ struct PostgresSchema: Sendable {
     func resumeQuery(queueNames: [String]) -> PostgresQuery {
         """
         UPDATE \(unescaped: action) SET pause_kind = NULL, pause_until = NULL
-        WHERE queue_name = ANY(\(queueNames)::text[]) AND pause_kind IS NOT NULL AND state = 0
+        WHERE queue_name = ANY(\(queueNames)::text[]) AND pause_kind IS NOT NULL AND state <> 1
         RETURNING \(unescaped: Self.taskColumns)
         """
     }
@@ -852,7 +863,7 @@ struct PostgresSchema: Sendable {
         """
         SELECT DISTINCT ON (queue_name) queue_name, count(*) OVER (PARTITION BY queue_name), attempts, pause_kind, pause_until,
                last_failure, failed_at
-        FROM \(unescaped: action) WHERE state = 0
+        FROM \(unescaped: action) WHERE state <> 1
         ORDER BY queue_name, pause_kind IS NULL, position
         """
     }

@@ -115,6 +115,7 @@ struct JobSchemaMigrationTests {
                 ALTER TABLE \(schema).action DROP COLUMN not_before, DROP COLUMN priority, DROP COLUMN state,
                     DROP COLUMN last_failure, DROP COLUMN failed_at
                 """,
+                "ALTER TABLE \(schema).queue DROP COLUMN paused",
                 "DROP FUNCTION \(schema).finish",
                 "UPDATE \(schema).meta SET value = 4 WHERE name = 'schema_version'",
             ] {

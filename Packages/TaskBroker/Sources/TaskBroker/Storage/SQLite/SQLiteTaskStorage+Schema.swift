@@ -92,6 +92,7 @@ extension SQLiteTaskStorage {
                 ALTER TABLE taskbroker_action ADD COLUMN last_failure TEXT;
                 ALTER TABLE taskbroker_action ADD COLUMN failed_at REAL;
                 CREATE INDEX taskbroker_action_schedule ON taskbroker_action(not_before, position) WHERE not_before IS NOT NULL;
+                CREATE INDEX taskbroker_action_dead_letters ON taskbroker_action(queue_name, position) WHERE state = 1;
                 CREATE TABLE taskbroker_paused (queue_name TEXT PRIMARY KEY) WITHOUT ROWID;
                 """)
         }
