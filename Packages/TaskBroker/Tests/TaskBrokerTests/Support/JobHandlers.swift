@@ -63,9 +63,31 @@ final class HangingHandler: AsyncTaskQueueHandler {
     func handle(_ action: TestAction, context: TaskContext) async -> TaskResult {
         runs.record("\(action.key)#\(context.attempt)")
         guard action.key.hasPrefix("hang") else { return .success }
-        try? await Task.sleep(for: .seconds(3_600))
+        await Self.untilCancelled()
         if Task.isCancelled { cancelled.record(action.key) }
         return .success
+    }
+
+    /// Returns once the current task is cancelled (at once if it already is).
+    private static func untilCancelled() async {
+        let waiting = Mutex<(cancelled: Bool, continuation: CheckedContinuation<Void, Never>?)>((false, nil))
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = waiting.withLock { state -> Bool in
+                    if state.cancelled { return true }
+                    state.continuation = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            let continuation = waiting.withLock { state -> CheckedContinuation<Void, Never>? in
+                state.cancelled = true
+                defer { state.continuation = nil }
+                return state.continuation
+            }
+            continuation?.resume()
+        }
     }
 }
 

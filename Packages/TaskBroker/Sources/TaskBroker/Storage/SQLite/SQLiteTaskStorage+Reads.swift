@@ -53,15 +53,8 @@ extension SQLiteTaskStorage {
                             notBefore: try Self.date(try row.decode(atIndex: 1), of: "not-before time"),
                             position: try row.decode(atIndex: 2)
                         ))
-                    } catch let error as TaskBrokerError {
-                        throw error
                     } catch {
-                        throw TaskBrokerError(
-                            code: .corruptDatabase,
-                            message: "A stored action row holds a value of the wrong type (the database was changed outside "
-                                + "QueueKit or is damaged); repair or delete the row in taskbroker_action.",
-                            underlying: error
-                        )
+                        throw Self.wrongType(error)
                     }
                 }
                 return entries

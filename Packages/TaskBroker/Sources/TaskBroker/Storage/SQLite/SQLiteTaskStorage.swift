@@ -358,16 +358,21 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
                 priority: try row.decode(atIndex: 10),
                 lastFailure: try failure(reason: try row.decode(atIndex: 11), at: try row.decode(atIndex: 12))
             )
-        } catch let error as TaskBrokerError {
-            throw error
         } catch {
-            throw TaskBrokerError(
-                code: .corruptDatabase,
-                message: "A stored action row holds a value of the wrong type (the database was changed outside "
-                    + "QueueKit or is damaged); repair or delete the row in taskbroker_action.",
-                underlying: error
-            )
+            throw wrongType(error)
         }
+    }
+
+    /// A row's value that does not decode as its column's type: ``TaskBrokerError`` as it is,
+    /// anything else (GRDB's decoding error) as `.corruptDatabase`.
+    static func wrongType(_ error: any Error) -> TaskBrokerError {
+        if let error = error as? TaskBrokerError { return error }
+        return TaskBrokerError(
+            code: .corruptDatabase,
+            message: "A stored action row holds a value of the wrong type (the database was changed outside "
+                + "QueueKit or is damaged); repair or delete the row in taskbroker_action.",
+            underlying: error
+        )
     }
 
     /// A failure record from its columns (`nil` without a reason).
