@@ -127,10 +127,9 @@ struct ClusterTrace: Sendable {
     /// (uploaded or dead-lettered). Keys of one queue sort in the order they were enqueued (the
     /// demo's keys do).
     ///
-    /// `deadLettered` are the keys the store holds as dead letters: a worker killed after it moved
-    /// an upload to its dead-letter queue and before it wrote the attempt's end leaves no end line,
-    /// so such a key counts as done at its last start (the overlap check covers the rest of its
-    /// run).
+    /// `deadLettered` are the keys the store holds as dead letters: a trace that lacks the end line
+    /// of such a key's last attempt (its worker was killed before the line was written) counts the
+    /// key as done at its last start (the overlap check covers the rest of its run).
     func outOfOrder(deadLettered: Set<String> = []) -> [String] {
         var keys: [String: [String]] = [:]
         var ended = Set<String>()

@@ -24,11 +24,20 @@ struct Enqueue: AsyncParsableCommand {
     @Option(help: "Key prefix of the new uploads (keys are PREFIX-1, PREFIX-2, …); saving an existing key replaces it.")
     var keyPrefix: String?
 
+    @Option(help: ArgumentHelp("Store the uploads now and start them no earlier than SECONDS from now.", valueName: "SECONDS"))
+    var delay: Double?
+
+    /// The longest `--delay`: a year.
+    static let maximumDelay = 366.0 * 86_400
+
     func validate() throws {
         guard count >= 1 else { throw ValidationError("--count must be at least 1.") }
         guard failTimes >= 0 else { throw ValidationError("--fail-times cannot be negative.") }
+        if let delay, !(0...Self.maximumDelay).contains(delay) {
+            throw ValidationError("--delay takes seconds from 0 to \(Int(Self.maximumDelay)) (a year); got \(delay).")
+        }
         let user = QueueNames.user(of: queue)
-        guard !user.isEmpty, !QueueNames.isDeadLetter(queue),
+        guard !user.isEmpty,
               user.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." })
         else {
             throw ValidationError("--queue takes a user name of letters, digits, '-', '_' or '.' (got '\(queue)').")
@@ -45,8 +54,14 @@ struct Enqueue: AsyncParsableCommand {
                 transientFailures: failTimes, failsPermanently: permanent
             )
         }
-        try await store.run("enqueue") { try await store.database.save(actions) }
-        say("enqueued \(count) upload(s) on \(QueueNames.live(user))")
+        if let delay {
+            let date = Date(timeIntervalSinceNow: delay)
+            try await store.run("enqueue") { try await store.database.save(actions, notBefore: date) }
+            say("enqueued \(count) upload(s) on \(QueueNames.live(user)), to start in \(String(format: "%.1f", delay)) s")
+        } else {
+            try await store.run("enqueue") { try await store.database.save(actions) }
+            say("enqueued \(count) upload(s) on \(QueueNames.live(user))")
+        }
     }
 }
 
@@ -98,48 +113,53 @@ struct ListedUpload: Sendable {
 
 /// `queuekit list`: the stored uploads, one section per queue.
 struct List: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List the stored uploads, one section per queue.")
+    static let configuration = CommandConfiguration(abstract: "List the stored uploads, one section per queue, then the dead letters.")
 
     @OptionGroup var options: DatabaseOptions
 
-    @Option(help: "Only this queue (a user, uploads-USER or deadletter-USER).")
+    @Option(help: "Only this queue (a user or uploads-USER).")
     var queue: String?
 
-    @Flag(help: "Only the dead-letter queues.")
+    @Flag(help: "Only the dead letters.")
     var deadLetter = false
 
-    @Option(help: "At most this many uploads per queue (0: all).")
+    @Option(help: "At most this many uploads per section (0: all).")
     var limit = 10
 
     func run() async throws {
         let store = try await options.open(create: false)
         var queues = try await store.queues()
         if let queue {
-            let resolved = try await store.resolve(queue: queue)
-            let exact = queues.first { $0.name == queue }
-            queues = exact.map { [$0] } ?? [resolved.live, resolved.deadLetter].compactMap { $0 }
+            queues = [try await store.resolve(queue: queue).info]
         }
-        if deadLetter { queues = queues.filter(\.isDeadLetter) }
         // Each queue is a section of an ObjectDataSource; the sections are concatenated.
         var sections: [any ObjectDataSource<ListedUpload>] = []
-        for info in queues {
-            let tasks = try await store.tasks(in: info.name)
-            let rows = tasks.map { task -> ListedUpload in
-                guard let upload = Store.upload(from: task) else {
+        for info in queues where !deadLetter && info.pending > 0 {
+            let rows = try await store.tasks(in: info.name).map { task -> ListedUpload in
+                guard let upload = Store.upload(from: task.payload) else {
                     return ListedUpload(key: task.key, detail: "(not an upload action)")
                 }
                 var detail = "\(upload.file), \(grouped(upload.bytes)) bytes"
-                if task.attempts > 0 { detail += ", \(task.attempts) failed attempt(s)" }
-                if let attempts = upload.attempts, let error = upload.lastError {
-                    detail += ", dead after \(attempts) attempts: \(error)"
+                if let notBefore = task.notBefore, notBefore.timeIntervalSinceNow > 0 {
+                    detail += ", starts in \(String(format: "%.1f", notBefore.timeIntervalSinceNow)) s"
                 }
+                if task.attempts > 0 { detail += ", \(task.attempts) failed attempt(s)" }
                 return ListedUpload(key: task.key, detail: detail)
             }
-            sections.append(ArrayObjectDataSource(objects: rows, sectionName: "\(info.name) (\(grouped(info.pending)))\(describe(info.pause))"))
+            let state = info.pausedByOperator ? " paused by an operator" : describe(info.pause)
+            sections.append(ArrayObjectDataSource(objects: rows, sectionName: "\(info.name) (\(grouped(info.pending)))\(state)"))
+        }
+        let deadLetters = try await store.deadLetters(in: queue.map { QueueNames.live(QueueNames.user(of: $0)) })
+        if !deadLetters.isEmpty {
+            let rows = deadLetters.map { dead -> ListedUpload in
+                let file = Store.upload(from: dead.payload)?.file ?? "(not an upload action)"
+                return ListedUpload(key: dead.key, detail: "\(dead.queueName), \(file), dead after \(dead.attempts) attempt(s): \(dead.reason)")
+            }
+            sections.append(ArrayObjectDataSource(objects: rows, sectionName: "dead letters (\(grouped(rows.count)))"))
         }
         let dataSource = ConcatenatingObjectDataSource(dataSources: sections)
         if dataSource.numberOfSections() == 0 {
-            say("no stored uploads")
+            say(deadLetter ? "no dead letters" : "no stored uploads")
             return
         }
         for section in 0..<dataSource.numberOfSections() {
@@ -168,25 +188,28 @@ func describe(_ pause: TaskPause?) -> String {
 
 /// `queuekit stats`: the queues at a glance.
 struct Stats: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show every queue: pending uploads, failures of its head, pauses, dead letters.")
+    static let configuration = CommandConfiguration(abstract: "Show every queue: pending uploads, dead letters, failures of its head, pauses.")
 
     @OptionGroup var options: DatabaseOptions
 
     func run() async throws {
         let store = try await options.open(create: false)
         let queues = try await store.queues()
-        let live = queues.filter { !$0.isDeadLetter }
-        let dead = queues.filter(\.isDeadLetter)
         let width = max(24, (queues.map(\.name.count).max() ?? 0) + 2)
-        say("QUEUE".padding(toLength: width, withPad: " ", startingAt: 0) + "PENDING  HEAD FAILURES  STATE")
+        say("QUEUE".padding(toLength: width, withPad: " ", startingAt: 0) + "PENDING   DEAD  HEAD FAILURES  STATE")
         for queue in queues {
-            let state = queue.isDeadLetter ? "dead letters" : queue.pause == nil ? "ready" : describe(queue.pause).trimmingCharacters(in: .whitespaces)
+            let state = queue.pausedByOperator ? "paused by an operator"
+                : queue.pause == nil ? (queue.pending > 0 ? "ready" : "empty")
+                : describe(queue.pause).trimmingCharacters(in: .whitespaces)
             say(queue.name.padding(toLength: width, withPad: " ", startingAt: 0)
-                + leftPad(grouped(queue.pending), 7) + leftPad(queue.isDeadLetter ? "-" : String(queue.attempts), 15) + "  " + state)
+                + leftPad(grouped(queue.pending), 7) + leftPad(grouped(queue.deadLetters), 7)
+                + leftPad(queue.pending > 0 ? String(queue.attempts) : "-", 15) + "  " + state)
         }
+        let live = queues.filter { $0.pending > 0 }
         let pending = live.reduce(0) { $0 + $1.pending }
-        let deadCount = dead.reduce(0) { $0 + $1.pending }
-        say("total: \(live.count) queue(s), \(grouped(pending)) pending, \(live.filter { $0.pause != nil }.count) paused, \(grouped(deadCount)) dead-lettered")
+        let deadCount = queues.reduce(0) { $0 + $1.deadLetters }
+        let paused = queues.filter { $0.pausedByOperator || $0.pause != nil }.count
+        say("total: \(live.count) queue(s), \(grouped(pending)) pending, \(paused) paused, \(grouped(deadCount)) dead-lettered")
         if let ledger = try await DemoLedger.load(from: store) {
             say("demo: \(grouped(ledger.enqueued)) of \(grouped(ledger.workload.total)) uploads enqueued (seed \(ledger.workload.seed)), \(ledger.runs) run(s)")
         }
@@ -200,72 +223,64 @@ struct Stats: AsyncParsableCommand {
 /// `queuekit retry <queue>`: give a queue's failures another go.
 struct Retry: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Move a queue's dead letters back to its live queue and run a paused queue's head now."
+        abstract: "Replay a queue's dead letters (each at its place, attempts from zero) and run a paused head now."
     )
 
     @OptionGroup var options: DatabaseOptions
 
-    @Argument(help: "The queue: a user, uploads-USER or deadletter-USER.")
+    @Argument(help: "The queue: a user or uploads-USER.")
     var queue: String
 
-    @Flag(help: "Pretend the cause is fixed: the revived uploads succeed next time.")
+    @Flag(help: "Pretend the cause is fixed: the replayed uploads succeed next time.")
     var simulateFix = false
 
     func run() async throws {
         let store = try await options.open(create: false)
-        let resolved = try await store.resolve(queue: queue)
-        var moved = 0
-        if let dead = resolved.deadLetter {
-            let tasks = try await store.tasks(in: dead.name)
-            var revived: [UploadAction] = []
-            var old: [ActionKey] = []
-            for task in tasks {
-                guard let upload = Store.upload(from: task) else { continue }
-                revived.append(upload.revived(fixed: simulateFix))
-                old.append(ActionKey(key: task.key, collection: task.collection))
+        let (_, info) = try await store.resolve(queue: queue)
+        var replayed = 0
+        for dead in try await store.deadLetters(in: info.name) {
+            if simulateFix, let upload = Store.upload(from: dead.payload) {
+                // Saving over a dead letter's key replays it at its place, with the new payload.
+                try await store.run("replay \(dead.key)") { try await store.database.save(upload.fixed()) }
+                replayed += 1
+            } else if try await store.run("replay \(dead.key)", {
+                try await store.database.replayDeadLetter(key: dead.key, collection: dead.collection)
+            }) {
+                replayed += 1
             }
-            try await store.run("move dead letters back") { try await store.backend.replace(old, with: revived) }
-            moved = revived.count
         }
-        let live = QueueNames.live(resolved.user)
-        try await store.run("restart \(live)") { try await store.database.restartQueues([live]) }
-        say("\(live): \(moved) dead letter(s) moved back, queue restarted; `queuekit work` runs them")
+        try await store.run("restart \(info.name)") { try await store.database.restartQueues([info.name]) }
+        say("\(info.name): \(replayed) dead letter(s) replayed, queue restarted; `queuekit work` runs them")
     }
 }
 
 /// `queuekit purge`: delete stored uploads.
 struct Purge: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Delete every stored upload of a queue (live and dead letters), or of all queues.")
+    static let configuration = CommandConfiguration(abstract: "Delete every stored upload of a queue (dead letters too), or of all queues.")
 
     @OptionGroup var options: DatabaseOptions
 
-    @Argument(help: "The queue: a user, uploads-USER or deadletter-USER.")
+    @Argument(help: "The queue: a user or uploads-USER.")
     var queue: String?
 
     @Flag(help: "Purge every queue.")
     var all = false
 
     func validate() throws {
-        guard (queue == nil) != (!all) || (queue != nil && !all) else {
-            throw ValidationError("name one queue, or pass --all.")
-        }
         if queue != nil && all { throw ValidationError("name one queue or pass --all, not both.") }
+        if queue == nil && !all { throw ValidationError("name one queue, or pass --all.") }
     }
 
     func run() async throws {
         let store = try await options.open(create: false)
-        var names: [String]
-        if all {
-            names = try await store.queues().map(\.name)
-        } else {
-            let resolved = try await store.resolve(queue: queue ?? "")
-            names = [resolved.live?.name, resolved.deadLetter?.name].compactMap { $0 }
-        }
+        let names = all ? try await store.queues().map(\.name) : [try await store.resolve(queue: queue ?? "").info.name]
         var total = 0
         var demo = 0
         for name in names {
+            let dead = try await store.deadLetters(in: name)
             demo += try await store.tasks(in: name).filter { $0.key.hasPrefix(Workload.keyPrefix) }.count
-            total += try await store.run("purge \(name)") { try await store.database.purge(queueName: name) }
+            demo += dead.filter { $0.key.hasPrefix(Workload.keyPrefix) }.count
+            total += try await store.run("purge \(name)") { try await store.database.purge(queueName: name) } + dead.count
         }
         if demo > 0 { try await DemoLedger.add(demo, to: .purged, in: store) }
         say("purged \(grouped(total)) upload(s) from \(names.count) queue(s)")

@@ -8,7 +8,9 @@ struct Demo: AsyncParsableCommand {
         abstract: "Enqueue 10,000 simulated uploads over 50 user queues and run them, with retries and dead letters.",
         discussion: """
             Run it again after Ctrl-C (or a crash) and it resumes: nothing already done is \
-            enqueued again, and stored retries keep their attempt counts. --fresh starts over.
+            enqueued again, and stored retries keep their attempt counts. --fresh starts over. \
+            A new workload also saves one upload to start 2 s later and pauses one user's \
+            queue for the first second, as an operator would.
             """
     )
 
@@ -32,11 +34,25 @@ struct Demo: AsyncParsableCommand {
         if fresh, location.isShared {
             try await Demo.erase(store)
         }
-        let workload = try await Demo.enqueue(workloadOptions.workload(maxAttempts: work.maxAttempts), in: store)
+        let requested = workloadOptions.workload(maxAttempts: work.maxAttempts)
+        let isNew = try await DemoLedger.load(from: store).map { $0.enqueued == 0 } ?? true
+        let workload = try await Demo.enqueue(requested, in: store)
         try await DemoLedger.add(1, to: .runs, in: store)
         let settings = work.settings(maxAttempts: workload.maxAttempts)
-        let report = try await Runner.run(store: store, settings: settings, concurrency: work.concurrency, title: "demo")
-        try await Summary.show(for: store, report: report, settings: settings)
+        let showcase: Showcase? = if isNew { try await Showcase.begin(in: store, workload: workload) } else { nil }
+        async let resumed: Void? = showcase?.resumeAfterPause(in: store)
+        let report: RunReport
+        do {
+            report = try await Runner.run(
+                store: store, settings: settings, concurrency: work.concurrency, title: "demo",
+                pausedForAWhile: Set(showcase.map { [$0.pausedQueue] } ?? [])
+            )
+        } catch {
+            _ = try? await resumed
+            throw error
+        }
+        _ = try await resumed
+        try await Summary.show(for: store, report: report, settings: settings, extraRows: showcase?.rows(for: report.counts) ?? [])
         if report.interrupted {
             throw ExitCode(130)
         }
@@ -90,19 +106,17 @@ enum Summary {
         for store: Store, report: RunReport, settings: HandlerSettings, extraRows: [(String, String)] = []
     ) async throws {
         guard let ledger = try await DemoLedger.load(from: store) else { return }
+        // Every live upload (the workload's and the showcase's), and the workload's alone.
         var queued = 0
-        var dead = 0
-        var deadQueues: [(String, Int)] = []
-        for queue in try await store.queues() {
-            let demoTasks = try await store.tasks(in: queue.name).filter { $0.key.hasPrefix(Workload.keyPrefix) }.count
-            if QueueNames.isLive(queue.name) {
-                queued += demoTasks
-            } else if queue.isDeadLetter, demoTasks > 0 {
-                dead += demoTasks
-                deadQueues.append((queue.name, demoTasks))
-            }
+        var workloadQueued = 0
+        for queue in try await store.queues() where queue.pending > 0 && QueueNames.isLive(queue.name) {
+            queued += queue.pending
+            workloadQueued += try await store.tasks(in: queue.name).filter { $0.key.hasPrefix(Workload.keyPrefix) }.count
         }
-        let uploaded = max(0, ledger.enqueued - queued - dead - ledger.purged)
+        let deadLetters = try await store.deadLetters().filter { $0.key.hasPrefix(Workload.keyPrefix) }
+        let dead = deadLetters.count
+        let deadQueues = Dictionary(grouping: deadLetters, by: \.queueName).map { ($0.key, $0.value.count) }
+        let uploaded = max(0, ledger.enqueued - workloadQueued - dead - ledger.purged)
         let c = report.counts
         let rule = String(repeating: "-", count: 64)
         var rows: [(String, String)] = [
@@ -114,7 +128,7 @@ enum Summary {
         ]
         if ledger.purged > 0 { rows.append(("purged", grouped(ledger.purged))) }
         if !deadQueues.isEmpty {
-            let top = deadQueues.sorted { $0.1 > $1.1 }.prefix(4).map { "\($0.0) (\($0.1))" }.joined(separator: ", ")
+            let top = deadQueues.sorted { ($0.1, $1.0) > ($1.1, $0.0) }.prefix(4).map { "\($0.0) (\($0.1))" }.joined(separator: ", ")
             rows.append(("dead letters in", top + (deadQueues.count > 4 ? ", …" : "")))
         }
         rows.append(("this run", "\(grouped(c.handled)) handled in \(String(format: "%.1f", report.elapsed.seconds)) s (\(grouped(Int(report.rate)))/s), run #\(ledger.runs)"))

@@ -74,7 +74,7 @@ struct DemoCluster: AsyncParsableCommand {
         while pool.isRunning {
             let queues = try await store.queues()
             let left = queues.filter { QueueNames.isLive($0.name) }.reduce(0) { $0 + $1.pending }
-            let dead = queues.filter(\.isDeadLetter).reduce(0) { $0 + $1.pending }
+            let dead = queues.reduce(0) { $0 + $1.deadLetters }
             let done = workload.total - left
             printer.show(
                 RunProgress.Counts(target: workload.total, uploaded: done - dead, deadLettered: dead),

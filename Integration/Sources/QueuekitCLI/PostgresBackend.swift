@@ -90,15 +90,6 @@ struct PostgresBackend: StoreBackend {
         }
     }
 
-    func replace(_ old: [ActionKey], with new: [UploadAction]) async throws {
-        try await write { tx in
-            try await tx.save(new)
-            for action in old {
-                try await tx.delete(key: action.key, collection: action.collection)
-            }
-        }
-    }
-
     /// Whether the ledger's table exists.
     private func exists(_ tx: PostgresTaskTransaction) async throws -> Bool {
         let rows = try await tx.query("SELECT to_regclass(\(table)) IS NOT NULL")

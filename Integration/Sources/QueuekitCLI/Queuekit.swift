@@ -11,9 +11,12 @@ struct Queuekit: AsyncParsableCommand {
             or --database postgres://USER:PASSWORD@HOST:PORT/DATABASE, where `queuekit work` \
             processes on any number of machines share the queues.
             Uploads of user U run in order on the queue uploads-U; an upload that fails \
-            --max-attempts times moves to deadletter-U.
+            --max-attempts times becomes a dead letter of its queue, run again only by `queuekit retry`.
             """,
-        subcommands: [Demo.self, DemoCluster.self, Soak.self, Enqueue.self, Work.self, List.self, Stats.self, Retry.self, Purge.self]
+        subcommands: [
+            Demo.self, DemoCluster.self, Soak.self, Enqueue.self, Work.self, List.self, Stats.self, Retry.self, Purge.self,
+            Pause.self, Resume.self,
+        ]
     )
 }
 

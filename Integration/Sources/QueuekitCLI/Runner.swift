@@ -11,15 +11,25 @@ struct RunReport: Sendable {
     /// Queues whose uploads wait for `queuekit retry` (paused until restarted) and held the run
     /// up: nothing else was left to do.
     var stuck: [String] = []
+    /// Queues an operator paused (`queuekit pause`) that held the run up: nothing else was left.
+    var pausedByOperator: [String] = []
 
-    /// The error for a run that stopped because every upload left waits for `queuekit retry`.
+    /// The error for a run that stopped because every upload left waits for `queuekit retry` or
+    /// `queuekit resume`.
     var stuckError: QueuekitError? {
-        guard !stuck.isEmpty else { return nil }
-        let users = stuck.map(QueueNames.user(of:))
+        if !stuck.isEmpty {
+            let users = stuck.map(QueueNames.user(of:))
+            return QueuekitError(
+                "\(stuck.joined(separator: ", ")) \(stuck.count == 1 ? "is" : "are") paused until restarted (an upload that "
+                    + "does not decode, or a pause from an earlier run): `queuekit list` shows \(stuck.count == 1 ? "it" : "them"), "
+                    + "`queuekit retry \(users[0])` resumes \(stuck.count == 1 ? "it" : "one")."
+            )
+        }
+        guard !pausedByOperator.isEmpty else { return nil }
+        let users = pausedByOperator.map(QueueNames.user(of:))
         return QueuekitError(
-            "\(stuck.joined(separator: ", ")) \(stuck.count == 1 ? "is" : "are") paused until restarted (an upload that "
-                + "does not decode, or a pause from an earlier run): `queuekit list` shows \(stuck.count == 1 ? "it" : "them"), "
-                + "`queuekit retry \(users[0])` resumes \(stuck.count == 1 ? "it" : "one")."
+            "what is left waits in \(pausedByOperator.joined(separator: ", ")), paused by an operator: "
+                + "`queuekit resume \(users.joined(separator: " "))` runs \(users.count == 1 ? "it" : "them") again."
         )
     }
 
@@ -38,9 +48,11 @@ enum Runner {
     /// of a shared database may handle the last of them.
     static let storeCheckInterval: Duration = .seconds(1)
 
+    /// - Parameter pausedForAWhile: Queues paused by an operator that the caller resumes soon:
+    ///   waiting for them is not held up.
     static func run(
         store: Store, settings: HandlerSettings, concurrency: Int, title: String, trace: TraceLog? = nil,
-        watch: Bool = false
+        watch: Bool = false, pausedForAWhile: Set<String> = []
     ) async throws -> RunReport {
         // What is there to do: every live action stored now.
         let target = try await store.queues().filter { QueueNames.isLive($0.name) }.reduce(0) { $0 + $1.pending }
@@ -48,19 +60,20 @@ enum Runner {
         guard target > 0 || watch else {
             return RunReport(counts: progress.counts, elapsed: .zero, interrupted: false)
         }
-        let handler = UploadHandler(settings: settings, backend: store.backend, progress: progress, trace: trace)
+        let handler = UploadHandler(settings: settings, progress: progress, trace: trace)
         let signals = SignalWatcher()
         let clock = ContinuousClock()
         let start = clock.now
+        let configuration = TaskQueueBroker.Configuration(maxConcurrentQueues: concurrency, shutdownTimeout: .seconds(10))
         let broker = try await store.run("start the broker") {
             try await TaskQueueBroker.setup(
-                database: store.database, name: QueueNames.broker, handler: handler,
-                configuration: .init(maxConcurrentQueues: concurrency, shutdownTimeout: .seconds(10))
+                database: store.database, name: QueueNames.broker, handler: handler, configuration: configuration
             )
         }
         let printer = ProgressPrinter(title: title)
-        /// How the wait ended: done, interrupted by a signal, or held up by queues paused until restarted.
-        enum Ending: Sendable { case done, interrupted, stuck([String]) }
+        /// How the wait ended: done, interrupted by a signal, or held up by queues paused until
+        /// restarted or by an operator.
+        enum Ending: Sendable { case done, interrupted, stuck([String]), pausedByOperator([String]) }
         let ending = await withTaskGroup(of: Ending.self) { group -> Ending in
             group.addTask {
                 // Watching: only a signal ends the run.
@@ -79,10 +92,16 @@ enum Runner {
                     guard let queues = try? await broker.snapshot() else { continue }
                     let live = queues.filter { QueueNames.isLive($0.name) }
                     guard live.contains(where: { $0.pending > 0 }) else { return .done }
-                    // Nothing can go on without `queuekit retry`: waiting would never end.
+                    // Nothing can go on without `queuekit retry` or `queuekit resume`: waiting would
+                    // never end.
                     let waiting = live.filter { $0.pending > 0 }
-                    if waiting.allSatisfy({ $0.pause == .untilRestart && $0.inFlight == nil }) {
-                        return .stuck(waiting.map(\.name))
+                    let held = waiting.filter {
+                        $0.inFlight == nil
+                            && ($0.pause == .untilRestart || $0.pausedByOperator && !pausedForAWhile.contains($0.name))
+                    }
+                    if held.count == waiting.count {
+                        let restart = held.filter { $0.pause == .untilRestart }
+                        return restart.isEmpty ? .pausedByOperator(held.map(\.name)) : .stuck(restart.map(\.name))
                     }
                     let left = live.reduce(0) { $0 + max(0, $1.pending - ($1.inFlight == nil ? 0 : 1)) }
                     if left > progress.counts.remaining { progress.expect(more: left) }
@@ -127,9 +146,13 @@ enum Runner {
         let elapsed = clock.now - start
         printer.show(progress.counts, elapsed: elapsed, force: true)
         printer.finishLine()
-        var stuck: [String] = []
-        if case .stuck(let names) = ending { stuck = names }
-        return RunReport(counts: progress.counts, elapsed: elapsed, interrupted: interrupted, stuck: stuck)
+        var report = RunReport(counts: progress.counts, elapsed: elapsed, interrupted: interrupted)
+        switch ending {
+        case .stuck(let names): report.stuck = names
+        case .pausedByOperator(let names): report.pausedByOperator = names
+        case .done, .interrupted: break
+        }
+        return report
     }
 }
 

@@ -79,17 +79,6 @@ struct SQLiteBackend: StoreBackend {
         }
     }
 
-    func replace(_ old: [ActionKey], with new: [UploadAction]) async throws {
-        try await database.write { tx in
-            for action in new {
-                try tx.save(action)
-            }
-            for action in old {
-                try tx.delete(key: action.key, collection: action.collection)
-            }
-        }
-    }
-
     /// Runs `body` in one of the broker's transactions; GRDB's errors become one line.
     private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         do {

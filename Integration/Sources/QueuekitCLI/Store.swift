@@ -5,10 +5,12 @@ import TaskBroker
 /// A queue as the commands show it.
 struct QueueInfo: Sendable {
     var name: String
+    /// Live uploads (dead letters not counted).
     var pending: Int
     var attempts: Int
     var pause: TaskPause?
-    var isDeadLetter: Bool { QueueNames.isDeadLetter(name) }
+    var deadLetters: Int
+    var pausedByOperator: Bool
 }
 
 /// The tool's view of a TaskBroker database.
@@ -48,7 +50,10 @@ struct Store: Sendable {
     func queues() async throws -> [QueueInfo] {
         try await run("read the queues") {
             try await database.snapshot().map {
-                QueueInfo(name: $0.name, pending: $0.pending, attempts: $0.attempts, pause: $0.pause)
+                QueueInfo(
+                    name: $0.name, pending: $0.pending, attempts: $0.attempts, pause: $0.pause,
+                    deadLetters: $0.deadLetters, pausedByOperator: $0.pausedByOperator
+                )
             }
         }
     }
@@ -58,32 +63,30 @@ struct Store: Sendable {
         try await run("read queue \(queue)") { try await database.storage.tasks(inQueue: queue) }
     }
 
+    /// The dead letters of a queue, or of every queue.
+    func deadLetters(in queue: String? = nil) async throws -> [TaskDeadLetter] {
+        try await run("read the dead letters") { try await database.deadLetters(queueName: queue) }
+    }
+
     /// The keys of every stored dead letter.
     func deadLetterKeys() async throws -> Set<String> {
-        var keys = Set<String>()
-        for queue in try await queues() where queue.isDeadLetter {
-            keys.formUnion(try await tasks(in: queue.name).map(\.key))
-        }
-        return keys
+        Set(try await deadLetters().map(\.key))
     }
 
     /// Decodes a stored upload.
-    static func upload(from task: StoredTask) -> UploadAction? {
-        try? JSONDecoder().decode(UploadAction.self, from: task.payload)
+    static func upload(from payload: Data) -> UploadAction? {
+        try? JSONDecoder().decode(UploadAction.self, from: payload)
     }
 
-    /// The queues of a user, named as the user typed it; fails with a one-line error when neither
-    /// the live queue nor the dead-letter queue has anything stored.
-    func resolve(queue name: String) async throws -> (user: String, live: QueueInfo?, deadLetter: QueueInfo?) {
+    /// A user's queue, named as the user typed it (`alice` or `uploads-alice`); fails with a
+    /// one-line error when it has nothing stored and is not paused.
+    func resolve(queue name: String) async throws -> (user: String, info: QueueInfo) {
         let user = QueueNames.user(of: name)
-        let all = try await queues()
-        let live = all.first { $0.name == QueueNames.live(user) }
-        let dead = all.first { $0.name == QueueNames.deadLetter(user) }
-        guard live != nil || dead != nil else {
+        guard let info = try await queues().first(where: { $0.name == QueueNames.live(user) }) else {
             throw QueuekitError(
                 "no queue named '\(DatabaseLocation.redacted(name))' in \(self.name); `queuekit stats` lists the queues."
             )
         }
-        return (user, live, dead)
+        return (user, info)
     }
 }

@@ -1,8 +1,7 @@
 import TaskBroker
 
 /// What the tool writes in its own SQL, together with actions in one transaction: the demo's
-/// ledger and moves of uploads between queues. SQLite (GRDB) and PostgreSQL (postgres-nio) each
-/// do it in their own dialect.
+/// ledger. SQLite (GRDB) and PostgreSQL (postgres-nio) each do it in their own dialect.
 protocol StoreBackend: Sendable {
     /// The stored ledger, or `nil` when the database holds no demo.
     func loadLedger() async throws -> DemoLedger?
@@ -18,15 +17,6 @@ protocol StoreBackend: Sendable {
 
     /// Forgets the demo (for `demo --fresh` where the database is not a file to delete).
     func deleteLedger() async throws
-
-    /// Deletes the actions `old` and saves `new`, in one transaction.
-    func replace(_ old: [ActionKey], with new: [UploadAction]) async throws
-}
-
-/// Names a stored action.
-struct ActionKey: Sendable, Hashable {
-    var key: String
-    var collection: String
 }
 
 /// A failure of the tool's own SQL, as one line.

@@ -7,10 +7,8 @@ import TaskBroker
 /// The action carries its own simulated fate (`transientFailures`, `failsPermanently`) so that
 /// a run is reproducible from its seed and survives a restart unchanged.
 struct UploadAction: TaskQueueAction, Hashable {
-    /// The collection of live uploads.
+    /// The collection of uploads.
     static let collection = "uploads"
-    /// The collection of dead-lettered uploads.
-    static let deadLetterCollection = "uploads-deadletter"
 
     var key: String
     var collection: String
@@ -21,11 +19,8 @@ struct UploadAction: TaskQueueAction, Hashable {
     var bytes: Int
     /// How many times the upload fails before it succeeds.
     var transientFailures: Int
-    /// The upload never succeeds: it ends in the dead-letter queue.
+    /// The upload never succeeds: it ends as a dead letter.
     var failsPermanently: Bool
-    /// On a dead-lettered copy: how many attempts were made and the last error.
-    var attempts: Int?
-    var lastError: String?
 
     init(key: String, user: String, file: String, bytes: Int, transientFailures: Int = 0, failsPermanently: Bool = false) {
         self.key = key
@@ -38,47 +33,27 @@ struct UploadAction: TaskQueueAction, Hashable {
         self.failsPermanently = failsPermanently
     }
 
-    /// The copy stored in the user's dead-letter queue after the last attempt failed.
-    func deadLettered(attempts: Int, error: String) -> UploadAction {
+    /// The same upload with its cause of failure fixed, as `queuekit retry --simulate-fix` stores it.
+    func fixed() -> UploadAction {
         var copy = self
-        copy.collection = Self.deadLetterCollection
-        copy.queueName = QueueNames.deadLetter(user)
-        copy.attempts = attempts
-        copy.lastError = error
-        return copy
-    }
-
-    /// The live action again, as `queuekit retry` puts it back.
-    func revived(fixed: Bool) -> UploadAction {
-        var copy = self
-        copy.collection = Self.collection
-        copy.queueName = QueueNames.live(user)
-        copy.attempts = nil
-        copy.lastError = nil
-        if fixed {
-            copy.failsPermanently = false
-            copy.transientFailures = 0
-        }
+        copy.failsPermanently = false
+        copy.transientFailures = 0
         return copy
     }
 }
 
-/// How queue names are made: the broker `uploads` claims every `uploads-<user>` queue;
-/// dead letters wait in `deadletter-<user>`, which no broker claims.
+/// How queue names are made: the broker `uploads` claims every `uploads-<user>` queue. An
+/// upload that fails for good stays in its queue as a dead letter (TaskBroker's own), which no
+/// broker runs until `queuekit retry` replays it.
 enum QueueNames {
     static let broker = "uploads"
-    static let deadLetterPrefix = "deadletter-"
 
     static func live(_ user: String) -> String { "\(broker)-\(user)" }
-    static func deadLetter(_ user: String) -> String { "\(deadLetterPrefix)\(user)" }
 
     static func isLive(_ queue: String) -> Bool { queue.hasPrefix("\(broker)-") }
-    static func isDeadLetter(_ queue: String) -> Bool { queue.hasPrefix(deadLetterPrefix) }
 
-    /// The user of a queue name, accepting `user-07`, `uploads-user-07` and `deadletter-user-07`.
+    /// The user of a queue name, accepting `user-07` and `uploads-user-07`.
     static func user(of name: String) -> String {
-        if isLive(name) { return String(name.dropFirst(broker.count + 1)) }
-        if isDeadLetter(name) { return String(name.dropFirst(deadLetterPrefix.count)) }
-        return name
+        isLive(name) ? String(name.dropFirst(broker.count + 1)) : name
     }
 }

@@ -5,7 +5,7 @@ import TaskBroker
 
 /// How the upload handler behaves: its retry policy and how long a simulated upload takes.
 struct HandlerSettings: Sendable {
-    /// Attempts before an upload goes to its dead-letter queue.
+    /// Attempts before an upload becomes a dead letter.
     var maxAttempts: Int = 5
     /// The delay before each retry, doubling from `initial` up to `maximum`.
     var backoff = Backoff(initial: .milliseconds(20), maximum: .milliseconds(500))
@@ -18,19 +18,18 @@ struct HandlerSettings: Sendable {
 }
 
 /// Runs simulated uploads: each fails as its action says, is retried with backoff through the
-/// broker's timed retries, and after `maxAttempts` failed attempts is moved, in one
-/// transaction, to its user's dead-letter queue.
+/// broker's timed retries, and after `maxAttempts` failed attempts becomes a dead letter
+/// (`TaskResult.deadLetter(reason:)`): the broker stores it with the reason, in the transaction
+/// that records the failure, and its queue goes on.
 final class UploadHandler: AsyncTaskQueueHandler {
     typealias Action = UploadAction
 
     private let settings: HandlerSettings
-    private let backend: any StoreBackend
     private let progress: RunProgress
     private let trace: TraceLog?
 
-    init(settings: HandlerSettings, backend: any StoreBackend, progress: RunProgress, trace: TraceLog? = nil) {
+    init(settings: HandlerSettings, progress: RunProgress, trace: TraceLog? = nil) {
         self.settings = settings
-        self.backend = backend
         self.progress = progress
         self.trace = trace
     }
@@ -57,16 +56,8 @@ final class UploadHandler: AsyncTaskQueueHandler {
         }
         let error = action.failsPermanently ? "HTTP 413: the server rejected the file" : "HTTP 503: the server is busy"
         if attempt >= settings.maxAttempts {
-            do {
-                // Move the action: delete the live one (the broker then ignores this handler's
-                // outcome) and store the dead letter, committed together.
-                let dead = action.deadLettered(attempts: attempt, error: error)
-                try await backend.replace([ActionKey(key: action.key, collection: action.collection)], with: [dead])
-                progress.record(.deadLettered)
-                return ("dead", .success)
-            } catch {
-                // Could not move it (the file is busy or full): keep it and try again later.
-            }
+            progress.record(.deadLettered)
+            return ("dead", .deadLetter(reason: error))
         }
         progress.record(.retrying(queue: action.queueName))
         return ("retry", .retry(after: settings.backoff.delay(afterFailures: attempt)))
@@ -90,6 +81,8 @@ final class RunProgress: Sendable {
         var deadLettered = 0
         var retries = 0
         var waiting: Set<String> = []
+        /// When an upload of each queue first started in this run.
+        var firstStarts: [String: ContinuousClock.Instant] = [:]
         var handled: Int { uploaded + deadLettered }
         var remaining: Int { max(0, target - handled) }
     }
@@ -112,7 +105,11 @@ final class RunProgress: Sendable {
     }
 
     func started(queue: String) {
-        state.withLock { _ = $0.counts.waiting.remove(queue) }
+        let now = ContinuousClock.now
+        state.withLock { state in
+            _ = state.counts.waiting.remove(queue)
+            if state.counts.firstStarts[queue] == nil { state.counts.firstStarts[queue] = now }
+        }
     }
 
     func record(_ outcome: AttemptOutcome) {

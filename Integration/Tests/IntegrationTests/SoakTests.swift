@@ -23,7 +23,7 @@ struct SoakTests {
     }
 
     @Test func aDeadLetterWhoseEndLineTheKillCutOffCountsAsDoneAtItsLastStart() {
-        // Life 0 moved a to its dead-letter queue on its last attempt and was killed before it
+        // Life 0 dead-lettered a on its last attempt and was killed before it
         // wrote the end line; life 1 then ran b.
         let trace = ClusterTrace(texts: [
             ["start q a 1 10", "end q a 1 retry 20", "start q a 2 30"].joined(separator: "\n"),
