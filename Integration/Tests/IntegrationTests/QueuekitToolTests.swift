@@ -68,8 +68,9 @@ struct QueuekitToolTests {
         let tool = QueuekitBinary.self
         let alice = try await tool.run(["enqueue", "--queue", "alice", "--count", "2", "--key-prefix", "alice"] + db, in: folder.url)
         #expect(alice.status == 0, "\(alice.stderr)")
-        let later = try await tool.run(["enqueue", "--queue", "bob", "--key-prefix", "bob", "--delay", "1"] + db, in: folder.url)
-        #expect(later.stdout.contains("enqueued 1 upload(s) on uploads-bob, to start in 1.0 s"), "\(later.stdout)")
+        // 4 s: the list below still sees it waiting when each run of the binary takes a second.
+        let later = try await tool.run(["enqueue", "--queue", "bob", "--key-prefix", "bob", "--delay", "4"] + db, in: folder.url)
+        #expect(later.stdout.contains("enqueued 1 upload(s) on uploads-bob, to start in 4.0 s"), "\(later.stdout)")
         let listed = try await tool.run(["list", "--queue", "bob"] + db, in: folder.url)
         #expect(listed.stdout.contains("bob-1  FILE_0001.jpg, 1,000,001 bytes, starts in "), "\(listed.stdout)")
 
@@ -181,6 +182,12 @@ struct QueuekitToolTests {
         let dead = try #require(Self.value(of: "dead-lettered", in: first.stdout))
         #expect(uploaded + dead == 300)
         #expect(dead > 0)
+        // A new workload's showcase: the later upload starts no earlier than 2 s after its save,
+        // and the paused queue's first upload no earlier than its resume at 1 s.
+        let later = try #require(Self.startTime(in: first.stdout, row: "run later"))
+        #expect(later >= 2.0, "\(first.stdout)")
+        let paused = try #require(Self.startTime(in: first.stdout, row: "pause"))
+        #expect(paused >= 1.0, "\(first.stdout)")
 
         let second = try await QueuekitBinary.run(args, in: folder.url)
         #expect(second.status == 0, "\(second.stderr)")
@@ -301,6 +308,13 @@ struct QueuekitToolTests {
         #expect(run.stdout.isEmpty)
         #expect(!run.stderr.contains("secret") && !run.stderr.contains("s3cr"), "no password in \(run.stderr)")
         #expect(!FileManager.default.fileExists(atPath: folder.path("missing.sqlite")))
+    }
+
+    /// The seconds in a showcase row's `started at +2.01 s`.
+    private static func startTime(in text: String, row label: String) -> Double? {
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("  \(label)  ") }),
+              let range = line.range(of: "started at +") else { return nil }
+        return Double(line[range.upperBound...].prefix { $0.isNumber || $0 == "." })
     }
 
     /// The number in a summary row such as `  uploaded          297`.

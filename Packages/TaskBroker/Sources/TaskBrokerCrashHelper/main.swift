@@ -17,6 +17,15 @@
 //     it returns (plain writes: they survive SIGKILL), taking 2–10 ms in between; its storage
 //     stamps claims ("C", then "G" or "N": see ClaimStampingStorage). stdout: "ready".
 //
+//   TaskBrokerCrashHelper pg-serve <postgres url> <schema>
+//     Runs the broker "crash" on PostgreSQL until its stdin closes. stdout: "ready", then
+//     "done <key>" after each handled action.
+//
+//   TaskBrokerCrashHelper pg-save-if-absent <postgres url> <schema> <count>
+//     Says "ready", waits for a line on stdin, then saves the actions unique-0 … unique-<count - 1>
+//     (queues crash-unique-0 … crash-unique-4) with saveIfAbsent, and says "stored <n>": how many
+//     of them this process stored.
+//
 //   TaskBrokerCrashHelper forward <upstream port> <pattern>
 //     A TCP forwarder on 127.0.0.1 to the upstream port that freezes (see FreezingForwarder) once
 //     a client sends <pattern>. stdout: "listening <port>", then "frozen". Exits when stdin closes.
@@ -135,6 +144,11 @@ final class StampingHandler: AsyncTaskQueueHandler {
     }
 }
 
+/// The actions `pg-save-if-absent` saves: `count` keys over five queues.
+func uniqueActions(count: Int) -> [CrashAction] {
+    (0..<count).map { CrashAction(key: "unique-\($0)", collection: "crash", queueName: "crash-unique-\($0 % 5)", index: $0) }
+}
+
 /// Sets a broker up, says "ready", runs it until stdin closes, shuts it down and exits (an error
 /// is said and exits 1).
 func serveUntilStdinCloses(_ setUp: () async throws -> TaskQueueBroker) async -> Never {
@@ -166,6 +180,33 @@ if arguments.count == 5 || arguments.count == 6, arguments[1] == "pg-worker" {
             database: database, name: arguments.count == 6 ? arguments[5] : "crash", handler: StampingHandler(log: log),
             configuration: .init(maxConcurrentQueues: 16)
         )
+    }
+}
+if arguments.count == 4, arguments[1] == "pg-serve" {
+    await serveUntilStdinCloses {
+        var configuration = try TaskDatabase.PostgresConfiguration(url: arguments[2])
+        configuration.schema = arguments[3]
+        return try await TaskQueueBroker.setup(
+            database: try await TaskDatabase.postgres(configuration: configuration), name: "crash", handler: ServeHandler()
+        )
+    }
+}
+if arguments.count == 5, arguments[1] == "pg-save-if-absent", let count = Int(arguments[4]) {
+    do {
+        var configuration = try TaskDatabase.PostgresConfiguration(url: arguments[2])
+        configuration.schema = arguments[3]
+        let database = try await TaskDatabase.postgres(configuration: configuration)
+        say("ready")
+        await stdinLine()
+        var stored = 0
+        for action in uniqueActions(count: count) where try await database.saveIfAbsent(action) {
+            stored += 1
+        }
+        say("stored \(stored)")
+        exit(0)
+    } catch {
+        say("error \(error)")
+        exit(1)
     }
 }
 if arguments.count == 3, arguments[1] == "serve" {

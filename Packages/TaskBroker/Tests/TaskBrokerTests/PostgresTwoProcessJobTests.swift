@@ -1,0 +1,58 @@
+import Foundation
+import TaskBroker
+import Testing
+
+/// The job-system promises that are about several processes, with a real second process (the
+/// `TaskBrokerCrashHelper` executable) on the PostgreSQL server that `make test-all` started.
+@Suite(.timeLimit(.minutes(1)))
+struct PostgresTwoProcessJobTests {
+    /// This process pauses a queue that a broker of another process serves: that broker starts
+    /// nothing of it (while it runs five actions of another queue saved in the same transaction)
+    /// until this process resumes it.
+    @Test func aPauseByOneProcessStopsTheBrokerOfAnother() async throws {
+        let store = try TestStore(.postgres)
+        let database = try await store.open()
+        let worker = try CrashHelperRun(arguments: ["pg-serve", try PostgresTestServer.url(), store.schema])
+        #expect(await worker.line(after: 0) == "ready")
+
+        try await database.pauseQueues(["crash-held"])
+        try await database.save(
+            [CrashAction(key: "held-1", queueName: "crash-held", index: 0)]
+                + (0..<5).map { CrashAction(key: "free-\($0)", queueName: "crash-free", index: $0) }
+        )
+        // The other queue's five actions run one after another; an unpaused crash-held would have
+        // run beside the first of them.
+        let ran = await worker.lines.values(count: 6)
+        #expect(Array(ran.dropFirst()) == (0..<5).map { "done free-\($0)" })
+        let held = try #require(try await database.snapshot().first { $0.name == "crash-held" })
+        #expect(held.pending == 1)
+        #expect(held.pausedByOperator)
+
+        try await database.resumeQueues(["crash-held"])
+        #expect(await worker.line(after: 6) == "done held-1")
+        await worker.finish()
+    }
+
+    /// Two processes save the same 200 actions with `saveIfAbsent` at the same moment: each is
+    /// stored once, and the two processes' counts of what they stored add up to 200.
+    @Test func saveIfAbsentRacingFromTwoProcessesStoresEachActionOnce() async throws {
+        let store = try TestStore(.postgres)
+        let database = try await store.open()
+        let count = 200
+        let other = try CrashHelperRun(arguments: ["pg-save-if-absent", try PostgresTestServer.url(), store.schema, String(count)])
+        #expect(await other.line(after: 0) == "ready")
+
+        other.send("go")
+        var storedHere = 0
+        for index in 0..<count {
+            let action = CrashAction(key: "unique-\(index)", queueName: "crash-unique-\(index % 5)", index: index)
+            if try await database.saveIfAbsent(action) { storedHere += 1 }
+        }
+        let reply = await other.line(after: 1)
+        let storedThere = try #require(Int(reply.dropFirst("stored ".count)), "\(reply)")
+        #expect(storedHere + storedThere == count)
+        let pending = try await database.snapshot().filter { $0.name.hasPrefix("crash-unique-") }.map(\.pending)
+        #expect(pending == Array(repeating: count / 5, count: 5))
+        await other.waitForExit()
+    }
+}
