@@ -9,13 +9,17 @@ import Testing
 /// (cancels) and purges, runs that end in success, an immediate retry, a timed retry or a wait for
 /// `restartQueues`, clock advances, `restartQueues`, stops (graceful: the runs in flight end and
 /// are stored; or abandoned after the shutdown timeout: they are ignored) and starts of a new
-/// broker on a new `TaskDatabase` on the same file. Three queues of one broker, eight keys.
+/// broker on a new `TaskDatabase` on the same file. Three queues of one broker, eight keys. And the
+/// job system's operations: saves to run later (on the test's clock, through the wall clock the
+/// broker is given), `saveIfAbsent`, operator pauses and resumes, dead letters reached through
+/// `maxAttempts` (2) or `.deadLetter(reason:)`, replayed and discarded.
 ///
 /// After every step: the events of each queue, in order (started with its attempt, succeeded,
-/// failed, discarded, resumed), equal the model's; the handler ran the versions and attempts the
+/// failed, discarded, resumed, dead-lettered, paused), equal the model's; the handler ran the versions and attempts the
 /// model ran, and never two runs of one queue at once; the file holds what the model holds (keys,
-/// order, versions, attempts, pauses; the queue list and the database snapshot). After every stop,
-/// a new `TaskDatabase` on the file reads the same, and no timer of the stopped broker is left.
+/// order, versions, attempts, pauses, times to run later; the dead letters with their attempts and
+/// reasons; the queue list and the database snapshot). After every stop, a new `TaskDatabase` on
+/// the file reads the same, and no timer of the stopped broker is left.
 /// The handler holds each run until the test ends it, so every step is deterministic; timed
 /// retries run on a `ManualClock`, advanced only once the broker sleeps on each deadline the
 /// model expects. A failing case prints its steps and a seed to replay it with `.fixedSeed(…)`.
@@ -25,17 +29,18 @@ import Testing
 /// concurrent events reach the broker), undecodable payloads, several brokers, and storage faults
 /// (`StorageFaultTests`).
 ///
-/// 30 cases of up to 30 steps: 3–5 s in a debug build on the 2-core VM (1,200 more cases passed
-/// while it was written).
+/// 60 cases of up to 30 steps: 3–5 s in a debug build on the 2-core VM (1,200 more cases passed
+/// while it was written, and 2,000 more once it covered the job system).
 @Suite(.timeLimit(.minutes(2)))
 struct BrokerModelTests {
     /// A step: an operation (0–2 add, 3 save a stored key again, 4 delete, or purge one in 12 times,
-    /// 5–7 end a run, 8 advance the clock, 9 restartQueues, 10 stop or start, 11 restart) and two
+    /// 5–7 end a run, 8 advance the clock, 9 restartQueues, 10 stop or start, 11 restart, 12 add to
+    /// run later, 13 saveIfAbsent, 14 pause or resume, 15 replay or discard a dead letter) and two
     /// numbers that pick its arguments.
-    static let steps = zip(Gen.int(in: 0...11), Gen.int(in: 0...11), Gen.int(in: 0...11)).array(of: 1...30)
+    static let steps = zip(Gen.int(in: 0...15), Gen.int(in: 0...11), Gen.int(in: 0...11)).array(of: 1...30)
 
     @Test func aBrokerAndItsFileFollowTheModel() async throws {
-        await propertyCheck(count: 30, input: Self.steps) { steps in
+        await propertyCheck(count: 60, input: Self.steps) { steps in
             try await ModelRun.check(steps)
         }
     }
@@ -137,7 +142,7 @@ private final class ModelRun {
         case 0, 1, 2:
             // One to three new keys in one transaction, the first in queue `a`, the next ones in the
             // queues after it.
-            let free = (0..<Self.keys.count).map { Self.keys[($0 + b) % Self.keys.count] }.filter { model.location(of: $0) == nil }
+            let free = (0..<Self.keys.count).map { Self.keys[($0 + b) % Self.keys.count] }.filter { !model.isStored($0) }
             let actions = free.prefix(1 + a / 4).enumerated().map { index, key in
                 model.add(key, to: Self.queueNames[(a + index) % Self.queueNames.count])
             }
@@ -198,22 +203,62 @@ private final class ModelRun {
                 return try await stop(outcomePick: b.isMultiple(of: 2) ? a : nil, "step \(number): stop")
             }
             return try await start("step \(number): start")
-        default:
+        case 11:
             if model.isRunning {
                 guard try await stop(outcomePick: b.isMultiple(of: 2) ? a : nil, "step \(number): restart (stop)") else { return false }
             }
             return try await start("step \(number): restart (start)")
+        case 12:
+            // Half a second past a whole one: never the instant of a timed retry.
+            guard let key = (0..<Self.keys.count).map({ Self.keys[($0 + b) % Self.keys.count] }).first(where: { !model.isStored($0) }) else {
+                return true
+            }
+            let offset = model.now + .seconds(a % 3 + 1) + .milliseconds(500)
+            let action = model.add(key, to: Self.queueNames[a % Self.queueNames.count], notBefore: offset)
+            try await database.save(action, notBefore: Self.wallClockStart.addingTimeInterval(offset.seconds))
+            return try await verify("step \(number): add \(key) v\(action.version) to \(action.queueName) not before \(offset)")
+        case 13:
+            let key = Self.keys[b % Self.keys.count]
+            let queue = Self.queueNames[a % Self.queueNames.count]
+            let expected = model.addIfAbsent(key, to: queue)
+            let version = expected?.version ?? -1
+            let stored = try await database.saveIfAbsent(VersionedAction(key: key, queueName: queue, version: version))
+            #expect(stored == (expected != nil), "step \(number): saveIfAbsent \(key)")
+            return try await verify("step \(number): saveIfAbsent \(key) to \(queue)")
+        case 14:
+            let names = a % 4 == 3 ? Self.queueNames : [Self.queueNames[a % Self.queueNames.count]]
+            if b.isMultiple(of: 2) {
+                model.pause(names)
+                try await database.pauseQueues(names)
+                return try await verify("step \(number): pauseQueues(\(names))")
+            }
+            model.resume(names)
+            try await database.resumeQueues(names)
+            return try await verify("step \(number): resumeQueues(\(names))")
+        default:
+            // A dead letter if there is one (a key stored nowhere as one otherwise).
+            let dead = Self.queueNames.flatMap { model.deadLetters[$0] ?? [] }.map(\.key)
+            let key = dead.isEmpty ? Self.keys[b % Self.keys.count] : dead[b % dead.count]
+            if a.isMultiple(of: 3) {
+                let expected = model.discard(key)
+                #expect(try await database.discardDeadLetter(key: key, collection: BrokerModel.collection) == expected, "step \(number): discard \(key)")
+                return try await verify("step \(number): discardDeadLetter \(key)")
+            }
+            let expected = model.replay(key)
+            #expect(try await database.replayDeadLetter(key: key, collection: BrokerModel.collection) == expected, "step \(number): replay \(key)")
+            return try await verify("step \(number): replayDeadLetter \(key)")
         }
     }
 
-    /// A handler's answer: success (5 in 12), an immediate retry (2), a retry after 1–3 s (3), a
-    /// wait for `restartQueues` (2).
+    /// A handler's answer: success (5 in 14), an immediate retry (2), a retry after 1–3 s (3), a
+    /// wait for `restartQueues` (2), a dead letter (2).
     static func outcome(_ pick: Int) -> TaskResult {
-        switch pick % 12 {
+        switch pick % 14 {
         case 0...4: .success
         case 5, 6: .retry(after: .zero)
-        case 7...9: .retry(after: .seconds(pick % 12 - 6))
-        default: .waitForRestart
+        case 7...9: .retry(after: .seconds(pick % 14 - 6))
+        case 10, 11: .waitForRestart
+        default: .deadLetter(reason: "the model says no")
         }
     }
 
@@ -222,14 +267,14 @@ private final class ModelRun {
         handler = SteppedHandler()
         let clock = self.clock
         let wallClockStart = Self.wallClockStart
+        var configuration = TaskQueueBroker.Configuration(
+            shutdownTimeout: Self.shutdownTimeout,
+            wallClock: { wallClockStart.addingTimeInterval(clock.now.offset.seconds) },
+            startsAutomatically: false
+        )
+        configuration.maxAttempts = BrokerModel.maxAttempts
         let broker = try await TaskQueueBroker.setup(
-            database: database, name: Self.brokerName, handler: handler,
-            configuration: .init(
-                shutdownTimeout: Self.shutdownTimeout,
-                wallClock: { wallClockStart.addingTimeInterval(clock.now.offset.seconds) },
-                startsAutomatically: false
-            ),
-            clock: clock
+            database: database, name: Self.brokerName, handler: handler, configuration: configuration, clock: clock
         )
         recorder = EventRecorder(broker)
         eventsSeen = 0
@@ -363,21 +408,27 @@ private final class ModelRun {
     /// The file holds what the model holds: queue names; per queue the keys in order, with their
     /// versions, attempts and pauses; and the snapshot of each queue.
     private func checkStorage(_ database: TaskDatabase, _ label: String) async throws {
-        let nonEmpty = Self.queueNames.filter { !(model.queues[$0] ?? []).isEmpty }
+        let nonEmpty = Self.queueNames.filter { !(model.queues[$0] ?? []).isEmpty || !(model.deadLetters[$0] ?? []).isEmpty }
         #expect(try await database.storage.queueNames() == nonEmpty, "\(label): stored queues")
         var snapshots: [SnapshotView] = []
         for queue in Self.queueNames {
-            let expected = (model.queues[queue] ?? []).map(StoredView.init)
+            // Storage lists a queue in position order (the broker runs a paused action first).
+            let expected = (model.queues[queue] ?? []).sorted { $0.position < $1.position }.map(StoredView.init)
             let stored = try await database.storage.tasks(inQueue: queue).map { try StoredView($0) }
             #expect(stored == expected, "\(label): \(queue) on disk")
-            if let head = expected.first {
-                let paused = expected.first { $0.pause != nil }
-                snapshots.append(SnapshotView(
-                    name: queue, pending: expected.count, attempts: (paused ?? head).attempts, pause: paused?.pause
-                ))
-            }
+            let dead = model.deadLetters[queue] ?? []
+            let isPaused = model.paused.contains(queue)
+            guard !expected.isEmpty || !dead.isEmpty || isPaused else { continue }
+            let paused = expected.first { $0.pause != nil }
+            snapshots.append(SnapshotView(
+                name: queue, pending: expected.count, attempts: (paused ?? expected.first)?.attempts ?? 0, pause: paused?.pause,
+                deadLetters: dead.count, pausedByOperator: isPaused
+            ))
         }
         #expect(try await database.snapshot().map(SnapshotView.init) == snapshots, "\(label): snapshot")
+        let deadLetters = try await database.deadLetters().map { try DeadLetterView($0) }
+        let expectedDead = Self.queueNames.flatMap { queue in (model.deadLetters[queue] ?? []).map { DeadLetterView(queue: queue, $0) } }
+        #expect(deadLetters == expectedDead, "\(label): dead letters")
     }
 
     static func byQueue(_ events: [TaskBrokerEvent]) -> [String: [TaskBrokerEvent]] {
@@ -419,12 +470,15 @@ private struct StoredView: Hashable, CustomStringConvertible {
     var version: Int
     var attempts: Int
     var pause: PauseView?
+    /// When it may start, as a deadline in whole milliseconds of the test's clock.
+    var notBefore: PauseView?
 
     init(_ stored: BrokerModel.Stored) {
         key = stored.key
         version = stored.version
         attempts = stored.attempts
         pause = stored.pause.map(PauseView.init)
+        notBefore = stored.notBefore.map { PauseView(.until($0)) }
     }
 
     init(_ task: StoredTask) throws {
@@ -433,11 +487,39 @@ private struct StoredView: Hashable, CustomStringConvertible {
         version = action.key == task.key && action.queueName == task.queueName ? action.version : -1
         attempts = task.attempts
         pause = task.pause.map(PauseView.init)
+        notBefore = task.notBefore.map { PauseView(.until($0)) }
     }
 
     var description: String {
-        "\(key) v\(version) attempts \(attempts)" + (pause.map { " \($0)" } ?? "")
+        "\(key) v\(version) attempts \(attempts)" + (pause.map { " \($0)" } ?? "") + (notBefore.map { " not before \($0)" } ?? "")
     }
+}
+
+/// A dead letter as the test compares it.
+private struct DeadLetterView: Hashable, CustomStringConvertible {
+    var queue: String
+    var key: String
+    var version: Int
+    var attempts: Int
+    var reason: String
+
+    init(queue: String, _ stored: BrokerModel.Stored) {
+        self.queue = queue
+        key = stored.key
+        version = stored.version
+        attempts = stored.attempts
+        reason = stored.reason ?? ""
+    }
+
+    init(_ dead: TaskDeadLetter) throws {
+        queue = dead.queueName
+        key = dead.key
+        version = try JSONDecoder().decode(VersionedAction.self, from: dead.payload).version
+        attempts = dead.attempts
+        reason = dead.reason
+    }
+
+    var description: String { "\(queue)/\(key) v\(version) attempts \(attempts): \(reason)" }
 }
 
 /// A queue's snapshot as the test compares it.
@@ -446,24 +528,32 @@ private struct SnapshotView: Hashable {
     var pending: Int
     var attempts: Int
     var pause: PauseView?
+    var deadLetters: Int
+    var pausedByOperator: Bool
 
-    init(name: String, pending: Int, attempts: Int, pause: PauseView?) {
+    init(name: String, pending: Int, attempts: Int, pause: PauseView?, deadLetters: Int, pausedByOperator: Bool) {
         self.name = name
         self.pending = pending
         self.attempts = attempts
         self.pause = pause
+        self.deadLetters = deadLetters
+        self.pausedByOperator = pausedByOperator
     }
 
     init(_ snapshot: TaskQueueSnapshot) {
-        self.init(name: snapshot.name, pending: snapshot.pending, attempts: snapshot.attempts, pause: snapshot.pause.map(PauseView.init))
+        self.init(
+            name: snapshot.name, pending: snapshot.pending, attempts: snapshot.attempts, pause: snapshot.pause.map(PauseView.init),
+            deadLetters: snapshot.deadLetters, pausedByOperator: snapshot.pausedByOperator
+        )
     }
 }
 
 extension TaskBrokerEvent {
-    /// The events every run produces (a start and its outcome), which a step awaits.
+    /// The events a step awaits: a run's start and outcome, dead letters, pauses and resumes
+    /// (some reported once the broker has read a queue again).
     fileprivate var isCore: Bool {
         switch self {
-        case .started, .succeeded, .failed, .discarded: true
+        case .started, .succeeded, .failed, .discarded, .deadLettered, .paused, .resumed: true
         default: false
         }
     }
@@ -486,3 +576,4 @@ extension Duration {
         Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }
+

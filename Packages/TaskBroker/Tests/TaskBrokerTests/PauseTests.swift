@@ -69,4 +69,47 @@ struct PauseTests {
         #expect(await handler.runs.values(count: 2) == ["y", "x"])
         await broker.shutdown()
     }
+
+    /// Found by the model test: a timed retry that came due while an operator held its queue was
+    /// reported `.resumed` twice: once when its timer fired, and again when the operator's resume
+    /// read the queue and armed the timer of its stored (already due) pause anew.
+    @Test func aTimedRetryDueWhileItsQueueIsPausedIsReportedResumedOnce() async throws {
+        let directory = try TemporaryDirectory()
+        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+        let clock = ObservedClock()
+        let start = Date()
+        let handler = RecordingHandler<TestAction>()
+        handler.script("k", .retry(after: .seconds(1)))
+        let broker = try await TaskQueueBroker.setup(
+            database: database, name: "h", handler: handler,
+            configuration: .init(wallClock: { start.addingTimeInterval(Double(clock.now.offset.components.seconds)) }, startsAutomatically: false),
+            clock: clock
+        )
+        let events = EventRecorder(broker)
+        broker.start()
+        try await database.save(TestAction(key: "k", queueName: "h-q"))
+        _ = await events.wait { $0.isFailure }
+        try await database.pauseQueues(["h-q"])
+        _ = await events.wait { $0 == .paused(queueName: "h-q") }
+        let due = clock.now.advanced(by: .seconds(1))
+        try #require(await clock.sleepers { $0[due] != nil }, "the retry's timer sleeps until \(due): \(clock.sleepers)")
+        clock.advance(by: .seconds(1))
+        _ = await events.wait { $0 == .resumed(queueName: "h-q") }
+        #expect(handler.handled.values == ["k"], "the paused queue does not run its due retry")
+
+        try await database.resumeQueues(["h-q"])
+        let all = await events.wait { $0.isSuccess("k") }
+        let kinds = all.map { event -> String in
+            switch event {
+            case .started: "started"
+            case .failed: "failed"
+            case .paused: "paused"
+            case .resumed: "resumed"
+            case .succeeded: "succeeded"
+            default: "other"
+            }
+        }
+        #expect(kinds == ["started", "failed", "paused", "resumed", "resumed", "started", "succeeded"])
+        await broker.shutdown()
+    }
 }

@@ -31,8 +31,12 @@ extension BrokerStateMachine {
         for entry in state.waiting[state.head...] where locations[entry.id] == queueName {
             locations[entry.id] = nil
         }
+        // A head whose timed retry has fired here (its stored pause stays until its next outcome):
+        // read again, it is not paused again, nor its resumption reported twice.
+        var firedRetry: StoredTask?
         if let held = state.held, !state.inFlight {
             if locations[held.id] == queueName { locations[held.id] = nil }
+            if held.task.pause == nil, state.timer == nil { firedRetry = held.task }
             state.held = nil
         }
         if let timer = state.timer {
@@ -78,7 +82,11 @@ extension BrokerStateMachine {
             state.held = first
             list.removeFirst()
             if case .until(let date)? = first.task.pause {
-                state.timer = startTimer(.pause(queueName), .until(date), into: &out)
+                if let firedRetry, first.task.isVersion(of: firedRetry), first.task.attempts == firedRetry.attempts {
+                    state.held?.task.pause = nil
+                } else {
+                    state.timer = startTimer(.pause(queueName), .until(date), into: &out)
+                }
             }
         }
         state.waiting = list

@@ -59,8 +59,9 @@ extension TaskDatabase {
     }
 
     /// Puts a dead letter back in its queue, at its place (its queue's head, when the actions
-    /// before it are done), with its attempts counted from zero. Brokers of every process hear of
-    /// it as of a save.
+    /// before it are done), with its attempts counted from zero. A head that has started and not
+    /// succeeded (running, or paused by its failure) stays first, as for any save. Brokers of every
+    /// process hear of it as of a save.
     ///
     /// - Parameters:
     ///   - key: The action's key.
