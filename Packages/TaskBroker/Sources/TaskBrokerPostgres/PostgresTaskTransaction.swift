@@ -66,6 +66,18 @@ public final class PostgresTaskTransaction {
         _ = try await storage.save([try NewTask(encoding: action, with: encoder, notBefore: date)], on: connection)
     }
 
+    /// Enqueues (or replaces) an action with a priority, as part of this transaction (see
+    /// `TaskDatabase.save(_:notBefore:priority:)`).
+    ///
+    /// - Parameters:
+    ///   - action: The action to enqueue.
+    ///   - date: The earliest start (wall clock); `nil` (the default) means at once.
+    ///   - priority: Its turn among the ready queues of its broker: larger first.
+    /// - Throws: `TaskBrokerError` with code `.encodingFailed` or `.invalidArgument`, or PostgreSQL's error.
+    public func save<Action: TaskQueueAction>(_ action: Action, notBefore date: Date? = nil, priority: Int) async throws {
+        _ = try await storage.save([try NewTask(encoding: action, with: encoder, notBefore: date, priority: priority)], on: connection)
+    }
+
     /// Enqueues (or replaces) actions as part of this transaction, in one statement (much faster
     /// than saving them one by one). Saving one key twice keeps the last.
     ///

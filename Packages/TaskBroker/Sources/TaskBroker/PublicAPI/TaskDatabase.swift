@@ -206,6 +206,41 @@ public final class TaskDatabase: Sendable {
         try await save(actions, notBefore: Optional(date))
     }
 
+    /// Enqueues an action with a priority, or replaces the stored action with the same key and
+    /// collection: when more queues of a broker may start than it has slots, a queue whose head
+    /// has the larger priority starts first (0 is the default; negative numbers run after it).
+    /// Within a queue the order does not change: each queue runs in order.
+    ///
+    /// ```swift
+    /// try await database.save(PasswordResetMail(key: id, queueName: "mail-\(user)"), priority: 10)
+    /// try await database.save(Digest(key: day, queueName: "mail-digest"), notBefore: tomorrow, priority: -1)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - action: The action to enqueue.
+    ///   - date: The earliest start (wall clock); `nil` (the default) means at once.
+    ///   - priority: Its turn among the ready queues of its broker: larger first.
+    /// - Throws: ``TaskBrokerError`` with code `.encodingFailed`, `.invalidArgument` or `.storageFailed`.
+    public func save<Action: TaskQueueAction>(_ action: Action, notBefore date: Date? = nil, priority: Int) async throws {
+        try await save([action], notBefore: date, priority: priority)
+    }
+
+    /// Enqueues several actions in one transaction, each with `priority`, as the single-action
+    /// form does.
+    ///
+    /// - Parameters:
+    ///   - actions: The actions to enqueue, in order.
+    ///   - date: The earliest start (wall clock); `nil` (the default) means at once.
+    ///   - priority: Their turn among the ready queues of their broker: larger first.
+    /// - Throws: ``TaskBrokerError`` with code `.encodingFailed`, `.invalidArgument` or
+    ///   `.storageFailed`; nothing is saved then.
+    public func save<Action: TaskQueueAction>(_ actions: [Action], notBefore date: Date? = nil, priority: Int) async throws {
+        let encoder = JSONEncoder()
+        let tasks = try actions.map { try NewTask(encoding: $0, with: encoder, notBefore: date, priority: priority) }
+        let stored = try await storage.save(tasks)
+        publish(stored.map { .saved($0) })
+    }
+
     private func save<Action: TaskQueueAction>(_ actions: [Action], notBefore date: Date?) async throws {
         let encoder = JSONEncoder()
         let tasks = try actions.map { try NewTask(encoding: $0, with: encoder, notBefore: date) }

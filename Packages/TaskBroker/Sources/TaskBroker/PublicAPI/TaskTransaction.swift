@@ -47,6 +47,19 @@ public final class TaskTransaction {
         changes += try SQLiteTaskStorage.save([task], in: db).map { .saved($0) }
     }
 
+    /// Enqueues (or replaces) an action with a priority, as part of this transaction, as
+    /// `TaskDatabase.save(_:notBefore:priority:)` does.
+    ///
+    /// - Parameters:
+    ///   - action: The action to enqueue.
+    ///   - date: The earliest start (wall clock); `nil` (the default) means at once.
+    ///   - priority: Its turn among the ready queues of its broker: larger first.
+    /// - Throws: ``TaskBrokerError`` with code `.encodingFailed` or `.invalidArgument`, or the database's error.
+    public func save<Action: TaskQueueAction>(_ action: Action, notBefore date: Date? = nil, priority: Int) throws {
+        let task = try NewTask(encoding: action, with: encoder, notBefore: date, priority: priority)
+        changes += try SQLiteTaskStorage.save([task], in: db).map { .saved($0) }
+    }
+
     /// Deletes (cancels) an action as part of this transaction.
     ///
     /// - Parameters:
@@ -107,9 +120,12 @@ extension NewTask {
     ///   - action: The action.
     ///   - encoder: The JSON encoder to use.
     ///   - notBefore: The earliest start (`nil`: at once).
+    ///   - priority: Its turn among the ready queues of its broker (larger first).
     /// - Throws: ``TaskBrokerError`` with code `.encodingFailed` when the action does not encode,
     ///   `.invalidArgument` when `notBefore` is no time (its seconds are not finite).
-    public init<Action: TaskQueueAction>(encoding action: Action, with encoder: JSONEncoder, notBefore: Date? = nil) throws {
+    public init<Action: TaskQueueAction>(
+        encoding action: Action, with encoder: JSONEncoder, notBefore: Date? = nil, priority: Int = 0
+    ) throws {
         if let notBefore, !notBefore.timeIntervalSince1970.isFinite {
             throw TaskBrokerError(
                 code: .invalidArgument,
@@ -127,6 +143,9 @@ extension NewTask {
                 underlying: error
             )
         }
-        self.init(key: action.key, collection: action.collection, queueName: action.queueName, payload: payload, notBefore: notBefore)
+        self.init(
+            key: action.key, collection: action.collection, queueName: action.queueName, payload: payload,
+            notBefore: notBefore, priority: priority
+        )
     }
 }
