@@ -10,7 +10,7 @@ struct Pause: AsyncParsableCommand {
 
     @OptionGroup var options: DatabaseOptions
 
-    @Argument(help: "The queues: users or uploads-USER names.")
+    @Argument(help: "The queues: names as stored, or the demo's users (alice for uploads-alice).")
     var queues: [String]
 
     func validate() throws {
@@ -19,7 +19,7 @@ struct Pause: AsyncParsableCommand {
 
     func run() async throws {
         let store = try await options.open(create: false)
-        let names = queues.map { QueueNames.live(QueueNames.user(of: $0)) }
+        let names = try await store.queueNames(for: queues)
         try await store.run("pause \(names.joined(separator: ", "))") { try await store.database.pauseQueues(names) }
         say("paused \(names.joined(separator: ", ")); `queuekit resume` runs \(names.count == 1 ? "it" : "them") again")
     }
@@ -31,7 +31,7 @@ struct Resume: AsyncParsableCommand {
 
     @OptionGroup var options: DatabaseOptions
 
-    @Argument(help: "The queues: users or uploads-USER names.")
+    @Argument(help: "The queues: names as stored, or the demo's users (alice for uploads-alice).")
     var queues: [String]
 
     func validate() throws {
@@ -40,7 +40,7 @@ struct Resume: AsyncParsableCommand {
 
     func run() async throws {
         let store = try await options.open(create: false)
-        let names = queues.map { QueueNames.live(QueueNames.user(of: $0)) }
+        let names = try await store.queueNames(for: queues)
         try await store.run("resume \(names.joined(separator: ", "))") { try await store.database.resumeQueues(names) }
         say("resumed \(names.joined(separator: ", "))")
     }

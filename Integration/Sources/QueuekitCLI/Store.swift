@@ -28,8 +28,10 @@ struct Store: Sendable {
         var text = error.message
         if let underlying = error.underlying {
             let cause = String(describing: underlying).split(separator: "\n").first.map(String.init) ?? ""
-            // A cause that only repeats the message (QueuePersistence's own error) adds nothing.
-            if !cause.isEmpty, !cause.contains(text) { text += " (\(cause))" }
+            // A cause that only repeats the message (QueuePersistence's own error) adds nothing;
+            // nor does postgres-nio's, whose description is one generic sentence (the broker's
+            // message already names what the server said).
+            if !cause.isEmpty, !cause.contains(text), !cause.hasPrefix("PSQLError") { text += " (\(cause))" }
         }
         return text
     }
@@ -61,6 +63,13 @@ struct Store: Sendable {
     /// The stored actions of a queue, in order.
     func tasks(in queue: String) async throws -> [StoredTask] {
         try await run("read queue \(queue)") { try await database.storage.tasks(inQueue: queue) }
+    }
+
+    /// The queues named as an operator typed them: a name stored in the database as it is, any
+    /// other as the demo's user (`alice` for `uploads-alice`).
+    func queueNames(for typed: [String]) async throws -> [String] {
+        let stored = Set(try await queues().map(\.name))
+        return typed.map { stored.contains($0) ? $0 : QueueNames.live(QueueNames.user(of: $0)) }
     }
 
     /// The dead letters of a queue, or of every queue.

@@ -291,6 +291,10 @@ struct QueuekitToolTests {
         (["enqueue", "--queue", "a", "--delay", "nan", "--database", "sqlite:good.sqlite"], 64, "queuekit: --delay takes seconds from 0 to"),
         (["enqueue", "--queue", "a", "--delay=-1", "--database", "sqlite:good.sqlite"], 64, "queuekit: --delay takes seconds from 0 to"),
         (["pause", "--database", "sqlite:good.sqlite"], 64, "queuekit: Missing expected argument"),
+        (["replay", "k", "--database", "sqlite:good.sqlite"], 64, "queuekit: Missing expected argument '--collection"),
+        (["discard", "k", "--collection", "c", "--database", "sqlite:good.sqlite"], 1, "queuekit: no dead letter c/k in good.sqlite"),
+        (["delete", "k", "--collection", "c", "--database", "sqlite:good.sqlite"], 1, "queuekit: no action c/k in good.sqlite"),
+        (["queues", "--database", "postgres://app:secret@127.0.0.1:1/app"], 1, "queuekit: cannot open postgres://app:***@127.0.0.1:1/app: "),
         // The fuzz target's regression inputs (Fuzz/Regressions/QueuekitArgumentsFuzzer/): these trapped.
         (["work", "--work-ms", "inf", "--database", "sqlite:good.sqlite"], 64, "queuekit: --work-ms takes at most 3600000"),
         (["demo", "--work-ms", "1e300", "--database", "sqlite:good.sqlite"], 64, "queuekit: --work-ms takes at most 3600000"),
@@ -307,6 +311,7 @@ struct QueuekitToolTests {
         #expect(run.stderr.hasPrefix(message), "\(run.stderr)")
         #expect(run.stdout.isEmpty)
         #expect(!run.stderr.contains("secret") && !run.stderr.contains("s3cr"), "no password in \(run.stderr)")
+        #expect(!run.stderr.contains("PSQLError"), "no generic postgres-nio sentence in \(run.stderr)")
         #expect(!FileManager.default.fileExists(atPath: folder.path("missing.sqlite")))
     }
 

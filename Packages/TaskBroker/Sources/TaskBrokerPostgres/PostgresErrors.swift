@@ -21,7 +21,8 @@ enum PostgresErrors {
                 hint = "the server answered \(state): \(message)"
             }
         } else {
-            hint = "no PostgreSQL server answered there; check the host, the port, that the server runs and accepts TCP connections, and the firewall (\(error))"
+            hint = "no PostgreSQL server answered there (\(reason(error))); check the host, the port, that the server runs and accepts "
+                + "TCP connections, and the firewall"
         }
         return TaskBrokerError(
             code: .connectionFailed,
@@ -55,6 +56,9 @@ enum PostgresErrors {
     /// `PSQLError`'s own description is a generic sentence that names neither.
     static func reason(_ error: any Error) -> String {
         guard let error = error as? PSQLError else { return "\(error)" }
-        return error.serverInfo?[.message] ?? "\(error.code)"
+        if let message = error.serverInfo?[.message] { return message }
+        // A connection that failed below PostgreSQL: the socket's own error says why.
+        if let underlying = error.underlying { return "\(error.code): \(underlying)" }
+        return "\(error.code)"
     }
 }

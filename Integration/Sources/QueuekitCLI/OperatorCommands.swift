@@ -1,0 +1,237 @@
+import ArgumentParser
+import Foundation
+import TaskBroker
+
+// Operator commands for any TaskBroker database, whatever the application's action types:
+// queues, actions and dead letters by name and key, payloads as stored (JSON).
+
+/// `--json` and how payloads are shown, shared by the listing commands.
+struct OutputOptions: ParsableArguments {
+    @Flag(help: "Machine-readable output: one JSON document on stdout.")
+    var json = false
+
+    @Flag(help: "Show payloads whole (they are cut at 100 characters otherwise).")
+    var full = false
+
+    /// The longest payload shown without `--full`.
+    static let payloadWidth = 100
+
+    /// A payload as one line of compact JSON, cut unless `--full`.
+    func line(_ payload: Data) -> String {
+        let text = JSONValue.compactText(payload)
+        guard !full, text.count > Self.payloadWidth else { return text }
+        return String(text.prefix(Self.payloadWidth)) + "… (\(grouped(payload.count)) bytes; --full shows all)"
+    }
+
+    /// Writes `value` as pretty, key-sorted JSON.
+    func print<T: Encodable>(_ value: T) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        say(String(decoding: try encoder.encode(value), as: UTF8.self))
+    }
+}
+
+/// `queuekit queues`: every queue at a glance.
+struct Queues: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List every queue: pending actions, dead letters, failures of its head, paused or ready."
+    )
+
+    @OptionGroup var options: DatabaseOptions
+    @OptionGroup var output: OutputOptions
+
+    struct Row: Codable {
+        var name: String
+        var pending: Int
+        var deadLetters: Int
+        var headFailures: Int
+        var pausedByOperator: Bool
+        var pausedUntil: Date?
+        var pausedUntilRestart: Bool
+        var lastFailure: String?
+    }
+
+    func run() async throws {
+        let store = try await options.open(create: false)
+        let rows = try await store.run("read the queues") { try await store.database.snapshot() }.map { queue in
+            Row(
+                name: queue.name, pending: queue.pending, deadLetters: queue.deadLetters, headFailures: queue.attempts,
+                pausedByOperator: queue.pausedByOperator, pausedUntil: queue.pausedUntil,
+                pausedUntilRestart: queue.pause == .untilRestart, lastFailure: queue.lastFailure?.reason
+            )
+        }
+        if output.json { return try output.print(rows) }
+        guard !rows.isEmpty else { return say("no queues") }
+        let width = max(12, (rows.map(\.name.count).max() ?? 0) + 2)
+        say("QUEUE".padding(toLength: width, withPad: " ", startingAt: 0) + "PENDING   DEAD  FAILURES  STATE")
+        for row in rows {
+            let state = row.pausedByOperator ? "paused by an operator"
+                : row.pausedUntilRestart ? "paused until restarted"
+                : row.pausedUntil.map { "retry at \(ISO8601DateFormatter().string(from: $0))" }
+                ?? (row.pending > 0 ? "ready" : "empty")
+            say(row.name.padding(toLength: width, withPad: " ", startingAt: 0) + leftPad(grouped(row.pending), 7)
+                + leftPad(grouped(row.deadLetters), 7) + leftPad(String(row.headFailures), 10) + "  " + state
+                + (row.lastFailure.map { " (last failure: \($0))" } ?? ""))
+        }
+    }
+}
+
+/// `queuekit actions QUEUE`: a queue's stored actions in order.
+struct Actions: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List a queue's stored actions in the order they run, with their payloads.")
+
+    @OptionGroup var options: DatabaseOptions
+    @OptionGroup var output: OutputOptions
+
+    @Argument(help: "The queue's name, exactly as stored.")
+    var queue: String
+
+    @Option(help: "At most this many actions (0: all).")
+    var limit = 50
+
+    struct Row: Codable {
+        var key: String
+        var collection: String
+        var attempts: Int
+        var priority: Int
+        var notBefore: Date?
+        var lastFailure: String?
+        var payload: JSONValue
+    }
+
+    func run() async throws {
+        let store = try await options.open(create: false)
+        let tasks = try await store.tasks(in: queue)
+        let shown = limit > 0 ? Array(tasks.prefix(limit)) : tasks
+        if output.json {
+            return try output.print(shown.map {
+                Row(
+                    key: $0.key, collection: $0.collection, attempts: $0.attempts, priority: $0.priority,
+                    notBefore: $0.notBefore, lastFailure: $0.lastFailure?.reason, payload: JSONValue($0.payload)
+                )
+            })
+        }
+        guard !tasks.isEmpty else { return say("no stored actions in '\(queue)'") }
+        say("\(queue): \(grouped(tasks.count)) action(s)")
+        for task in shown {
+            var detail = "\(task.collection)/\(task.key)"
+            if task.attempts > 0 { detail += ", \(task.attempts) failed attempt(s)" }
+            if task.priority != 0 { detail += ", priority \(task.priority)" }
+            if let notBefore = task.notBefore, notBefore > Date() { detail += ", starts \(ISO8601DateFormatter().string(from: notBefore))" }
+            say("  \(detail)")
+            say("    \(output.line(task.payload))")
+        }
+        if shown.count < tasks.count { say("  … \(grouped(tasks.count - shown.count)) more (--limit 0 shows all)") }
+    }
+}
+
+/// `queuekit dead-letters`: what failed for good.
+struct DeadLetters: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "dead-letters", abstract: "List the dead letters (of one queue, or of all), with their reasons."
+    )
+
+    @OptionGroup var options: DatabaseOptions
+    @OptionGroup var output: OutputOptions
+
+    @Option(help: "Only this queue (its name exactly as stored).")
+    var queue: String?
+
+    struct Row: Codable {
+        var key: String
+        var collection: String
+        var queue: String
+        var attempts: Int
+        var reason: String
+        var failedAt: Date
+        var payload: JSONValue
+    }
+
+    func run() async throws {
+        let store = try await options.open(create: false)
+        let letters = try await store.deadLetters(in: queue)
+        if output.json {
+            return try output.print(letters.map {
+                Row(
+                    key: $0.key, collection: $0.collection, queue: $0.queueName, attempts: $0.attempts, reason: $0.reason,
+                    failedAt: $0.failedAt, payload: JSONValue($0.payload)
+                )
+            })
+        }
+        guard !letters.isEmpty else { return say("no dead letters") }
+        for letter in letters {
+            say("\(letter.queueName)  \(letter.collection)/\(letter.key)  \(letter.attempts) attempt(s), "
+                + "\(ISO8601DateFormatter().string(from: letter.failedAt)): \(letter.reason)")
+            say("    \(output.line(letter.payload))")
+        }
+    }
+}
+
+/// What `replay`, `discard` and `delete` take: one action by key and collection.
+struct ActionAddress: ParsableArguments {
+    @Argument(help: "The action's key.")
+    var key: String
+
+    @Option(help: "The action's collection.")
+    var collection: String
+}
+
+/// `queuekit replay KEY --collection C`.
+struct Replay: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Put a dead letter back in its queue, at its place, with its attempts from zero."
+    )
+
+    @OptionGroup var options: DatabaseOptions
+    @OptionGroup var action: ActionAddress
+
+    func run() async throws {
+        let store = try await options.open(create: false)
+        let (key, collection) = (action.key, action.collection)
+        guard try await store.run("replay \(collection)/\(key)", { try await store.database.replayDeadLetter(key: key, collection: collection) }) else {
+            throw QueuekitError("no dead letter \(collection)/\(key) in \(store.name); `queuekit dead-letters` lists them.")
+        }
+        say("replayed \(collection)/\(key)")
+    }
+}
+
+/// `queuekit discard KEY --collection C`.
+struct Discard: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Delete a dead letter.")
+
+    @OptionGroup var options: DatabaseOptions
+    @OptionGroup var action: ActionAddress
+
+    func run() async throws {
+        let store = try await options.open(create: false)
+        let (key, collection) = (action.key, action.collection)
+        guard try await store.run("discard \(collection)/\(key)", { try await store.database.discardDeadLetter(key: key, collection: collection) }) else {
+            throw QueuekitError("no dead letter \(collection)/\(key) in \(store.name); `queuekit dead-letters` lists them.")
+        }
+        say("discarded \(collection)/\(key)")
+    }
+}
+
+/// `queuekit delete KEY --collection C`.
+struct Delete: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Delete (cancel) a stored action or dead letter; a run of it in progress is not stored."
+    )
+
+    @OptionGroup var options: DatabaseOptions
+    @OptionGroup var action: ActionAddress
+
+    func run() async throws {
+        let store = try await options.open(create: false)
+        let (key, collection) = (action.key, action.collection)
+        guard try await store.run("delete \(collection)/\(key)", { try await store.database.delete(key: key, collection: collection) }) else {
+            throw QueuekitError("no action \(collection)/\(key) in \(store.name); `queuekit actions QUEUE` lists a queue's.")
+        }
+        say("deleted \(collection)/\(key)")
+    }
+}
+
+private func leftPad(_ text: String, _ width: Int) -> String {
+    String(repeating: " ", count: max(0, width - text.count)) + text
+}
