@@ -52,7 +52,22 @@ public final class PostgresTaskTransaction {
     /// - Throws: `TaskBrokerError` with code `.encodingFailed` or `.invalidName`, or PostgreSQL's error.
     @discardableResult
     public func saveIfAbsent<Action: TaskQueueAction>(_ action: Action) async throws -> Bool {
-        try await storage.saveIfAbsent(try NewTask(encoding: action, with: encoder), on: connection) != nil
+        try await saveIfAbsent(action, notBefore: nil)
+    }
+
+    /// A unique save to start no earlier than `date`, with a priority, as part of this
+    /// transaction (see `TaskDatabase.saveIfAbsent(_:notBefore:priority:)`).
+    ///
+    /// - Parameters:
+    ///   - action: The action to enqueue.
+    ///   - date: The earliest start (wall clock); `nil` means at once.
+    ///   - priority: Its turn among the ready queues of its broker: larger first (0 by default).
+    /// - Returns: Whether it was stored.
+    /// - Throws: `TaskBrokerError` with code `.encodingFailed`, `.invalidArgument` or `.invalidName`, or PostgreSQL's error.
+    @discardableResult
+    public func saveIfAbsent<Action: TaskQueueAction>(_ action: Action, notBefore date: Date?, priority: Int = 0) async throws -> Bool {
+        let task = try NewTask(encoding: action, with: encoder, notBefore: date, priority: priority)
+        return try await storage.saveIfAbsent(task, on: connection) != nil
     }
 
     /// Enqueues (or replaces) an action to start no earlier than `date`, as part of this

@@ -45,6 +45,32 @@ struct UniqueSaveTests {
         await broker.shutdown()
     }
 
+    /// A reminder scheduled once however many requests ask for it: the first unique save stores
+    /// its time and priority, the others (of the database and of a transaction) change nothing.
+    @Test(arguments: Backend.allCases) func aUniqueSaveToRunLaterKeepsTheFirstTimeAndPriority(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
+        let first = Date(timeIntervalSince1970: 1_900_000_000)
+        #expect(try await database.saveIfAbsent(TestAction(key: "remind", queueName: "h-q"), notBefore: first, priority: 3))
+        #expect(try await database.saveIfAbsent(TestAction(key: "remind", queueName: "h-q"), notBefore: first.addingTimeInterval(60)) == false)
+        let again: Bool
+        switch backend {
+        case .sqlite:
+            again = try await database.write { tx in try tx.saveIfAbsent(TestAction(key: "remind", queueName: "h-q"), notBefore: nil, priority: 9) }
+        case .postgres:
+            again = try await database.write { (tx: PostgresTaskTransaction) in
+                try await tx.saveIfAbsent(TestAction(key: "remind", queueName: "h-q"), notBefore: nil, priority: 9)
+            }
+        }
+        #expect(again == false)
+        let stored = try await database.storage.tasks(inQueue: "h-q")
+        #expect(stored.map(\.key) == ["remind"])
+        #expect(stored.first?.notBefore == first && stored.first?.priority == 3, "\(stored)")
+        await #expect(throws: TaskBrokerError.self) {
+            try await database.saveIfAbsent(TestAction(key: "nan", queueName: "h-q"), notBefore: Date(timeIntervalSince1970: .nan))
+        }
+    }
+
     @Test func aUniqueSaveJoinsTheCallersSQLiteTransaction() async throws {
         let store = try TestStore(.sqlite)
         let database = try await store.open()

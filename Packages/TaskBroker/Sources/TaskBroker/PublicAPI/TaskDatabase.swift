@@ -258,7 +258,23 @@ public final class TaskDatabase: Sendable {
     ///   for a backend without unique saves.
     @discardableResult
     public func saveIfAbsent<Action: TaskQueueAction>(_ action: Action) async throws -> Bool {
-        guard let stored = try await storage.saveIfAbsent(try NewTask(encoding: action, with: JSONEncoder())) else { return false }
+        try await saveIfAbsent(action, notBefore: nil)
+    }
+
+    /// A unique save (see ``saveIfAbsent(_:)``) to start no earlier than `date`, with a priority:
+    /// a reminder scheduled once however many requests ask for it.
+    ///
+    /// - Parameters:
+    ///   - action: The action to enqueue.
+    ///   - date: The earliest start (wall clock); `nil` means at once.
+    ///   - priority: Its turn among the ready queues of its broker: larger first (0 by default).
+    /// - Returns: Whether it was stored.
+    /// - Throws: ``TaskBrokerError`` with code `.encodingFailed`, `.invalidArgument`,
+    ///   `.storageFailed`, or `.unsupported` for a backend without unique saves.
+    @discardableResult
+    public func saveIfAbsent<Action: TaskQueueAction>(_ action: Action, notBefore date: Date?, priority: Int = 0) async throws -> Bool {
+        let task = try NewTask(encoding: action, with: JSONEncoder(), notBefore: date, priority: priority)
+        guard let stored = try await storage.saveIfAbsent(task) else { return false }
         publish([.saved(stored)])
         return true
     }

@@ -30,7 +30,22 @@ public final class TaskTransaction {
     /// - Throws: ``TaskBrokerError`` with code `.encodingFailed`, or the database's error.
     @discardableResult
     public func saveIfAbsent<Action: TaskQueueAction>(_ action: Action) throws -> Bool {
-        guard let stored = try SQLiteTaskStorage.saveIfAbsent(try NewTask(encoding: action, with: encoder), in: db) else { return false }
+        try saveIfAbsent(action, notBefore: nil)
+    }
+
+    /// A unique save to start no earlier than `date`, with a priority, as part of this
+    /// transaction, as `TaskDatabase.saveIfAbsent(_:notBefore:priority:)` does.
+    ///
+    /// - Parameters:
+    ///   - action: The action to enqueue.
+    ///   - date: The earliest start (wall clock); `nil` means at once.
+    ///   - priority: Its turn among the ready queues of its broker: larger first (0 by default).
+    /// - Returns: Whether it was stored.
+    /// - Throws: ``TaskBrokerError`` with code `.encodingFailed` or `.invalidArgument`, or the database's error.
+    @discardableResult
+    public func saveIfAbsent<Action: TaskQueueAction>(_ action: Action, notBefore date: Date?, priority: Int = 0) throws -> Bool {
+        let task = try NewTask(encoding: action, with: encoder, notBefore: date, priority: priority)
+        guard let stored = try SQLiteTaskStorage.saveIfAbsent(task, in: db) else { return false }
         changes.append(.saved(stored))
         return true
     }
