@@ -80,6 +80,16 @@ struct CorruptRowTests {
         }
         #expect(error?.code == .corruptDatabase)
         #expect(try await database.storage.tasks(inQueue: "h-q").map(\.key) == ["a"])
+
+        // A replay draws a revision too: the same error, and the dead letter stays one.
+        try await DatabaseQueue(path: path).write { db in
+            try db.execute(sql: "UPDATE taskbroker_action SET state = 1, attempts = 1, last_failure = 'x', failed_at = 0 WHERE key = 'a'")
+        }
+        let replay = await #expect(throws: TaskBrokerError.self) {
+            try await database.replayDeadLetter(key: "a", collection: "actions")
+        }
+        #expect(replay?.code == .corruptDatabase)
+        #expect(try await database.deadLetters().map(\.key) == ["a"])
     }
 
     /// Another broker's record with a value of the wrong type: `setup` throws, it does not trap.

@@ -62,16 +62,20 @@ extension SQLiteTaskStorage {
         }
     }
 
+    /// The error of a revision counter at its largest value: only a change made outside
+    /// TaskBroker puts it there.
+    static var revisionsExhausted: TaskBrokerError {
+        TaskBrokerError(
+            code: .corruptDatabase,
+            message: "The database's revision counter (taskbroker_sequence) is at its largest value and cannot "
+                + "number another save: the file was changed outside TaskBroker. Restore it from a backup."
+        )
+    }
+
     /// Draws the next revision from the sequence.
     static func nextRevision(in db: Database) throws -> Int64 {
         let sequence = try Int64.fetchOne(db, sql: "SELECT value FROM taskbroker_sequence WHERE id = 1") ?? 0
-        guard sequence < Int64.max else {
-            throw TaskBrokerError(
-                code: .corruptDatabase,
-                message: "The database's revision counter (taskbroker_sequence) is at its largest value and cannot "
-                    + "number another save: the file was changed outside TaskBroker. Restore it from a backup."
-            )
-        }
+        guard sequence < Int64.max else { throw revisionsExhausted }
         try db.execute(sql: "UPDATE taskbroker_sequence SET value = ? WHERE id = 1", arguments: [sequence + 1])
         return sequence + 1
     }

@@ -239,13 +239,7 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
             RETURNING position
             """)
         for task in tasks {
-            guard sequence < Int64.max else {
-                throw TaskBrokerError(
-                    code: .corruptDatabase,
-                    message: "The database's revision counter (taskbroker_sequence) is at its largest value and cannot "
-                        + "number another save: the file was changed outside TaskBroker. Restore it from a backup."
-                )
-            }
+            guard sequence < Int64.max else { throw revisionsExhausted }
             sequence += 1
             let position = try Int64.fetchOne(
                 statement,
