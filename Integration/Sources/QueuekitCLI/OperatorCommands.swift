@@ -13,6 +13,13 @@ struct OutputOptions: ParsableArguments {
     @Flag(help: "Show payloads whole (they are cut at 100 characters otherwise).")
     var full = false
 
+    init() {}
+
+    init(json: Bool, full: Bool) {
+        self.json = json
+        self.full = full
+    }
+
     /// The longest payload shown without `--full`.
     static let payloadWidth = 100
 
@@ -168,7 +175,69 @@ struct DeadLetters: AsyncParsableCommand {
     }
 }
 
-/// What `replay`, `discard` and `delete` take: one action by key and collection.
+/// `queuekit show KEY --collection C`: one action, whole.
+struct Show: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show one stored action by key and collection: its queue, state, attempts, last failure and payload."
+    )
+
+    @OptionGroup var options: DatabaseOptions
+    @OptionGroup var action: ActionAddress
+
+    @Flag(help: "Machine-readable output: one JSON document on stdout.")
+    var json = false
+
+    struct Record: Codable {
+        var key: String
+        var collection: String
+        var queue: String
+        var state: String
+        var attempts: Int
+        var priority: Int
+        var notBefore: Date?
+        var pausedUntil: Date?
+        var pausedUntilRestart: Bool
+        var lastFailure: String?
+        var failedAt: Date?
+        var payload: JSONValue
+    }
+
+    func run() async throws {
+        let store = try await options.open(create: false)
+        let (key, collection) = (action.key, action.collection)
+        guard let found = try await store.run("find \(collection)/\(key)", { try await store.database.lookup(key: key, collection: collection) }) else {
+            throw QueuekitError("no action \(collection)/\(key) in \(store.name) (done, deleted, or never saved).")
+        }
+        let task = found.task
+        var pausedUntil: Date?
+        if case .until(let date)? = task.pause { pausedUntil = date }
+        let state = if case .deadLetter = found { "dead letter" } else { "live" }
+        let record = Record(
+            key: task.key, collection: task.collection, queue: task.queueName, state: state,
+            attempts: task.attempts, priority: task.priority, notBefore: task.notBefore, pausedUntil: pausedUntil,
+            pausedUntilRestart: task.pause == .untilRestart, lastFailure: task.lastFailure?.reason,
+            failedAt: task.lastFailure?.failedAt, payload: JSONValue(task.payload)
+        )
+        if json { return try OutputOptions(json: true, full: true).print(record) }
+        let time = ISO8601DateFormatter()
+        say("\(collection)/\(key) in \(task.queueName): \(record.state)")
+        say("  attempts      \(task.attempts)")
+        if task.priority != 0 { say("  priority      \(task.priority)") }
+        if let notBefore = task.notBefore { say("  not before    \(time.string(from: notBefore))") }
+        if let pausedUntil { say("  paused until  \(time.string(from: pausedUntil))") }
+        if record.pausedUntilRestart { say("  paused until  restarted (`queuekit retry` or restartQueues)") }
+        if let failure = task.lastFailure { say("  last failure  \(time.string(from: failure.failedAt)): \(failure.reason)") }
+        say("  payload")
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let pretty = (try? encoder.encode(record.payload)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        for line in pretty.split(separator: "\n", omittingEmptySubsequences: false) {
+            say("    \(line)")
+        }
+    }
+}
+
+/// What `show`, `replay`, `discard` and `delete` take: one action by key and collection.
 struct ActionAddress: ParsableArguments {
     @Argument(help: "The action's key.")
     var key: String

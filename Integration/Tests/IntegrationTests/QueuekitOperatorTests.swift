@@ -65,6 +65,17 @@ struct QueuekitOperatorTests {
         #expect(letters.first?.reason == "no such address: nowhere")
         #expect(letters.first?.queue == "mail-7")
 
+        let shown = try await QueuekitBinary.run(["show", "bad", "--collection", "mail"] + db, in: folder.url)
+        #expect(shown.status == 0, "\(shown.stderr)")
+        #expect(shown.stdout.hasPrefix("mail/bad in mail-7: dead letter\n"), "\(shown.stdout)")
+        #expect(shown.stdout.contains("no such address: nowhere"), "\(shown.stdout)")
+        #expect(shown.stdout.contains(#""to" : "nowhere""#), "the payload, pretty-printed: \(shown.stdout)")
+        let shownJSON = try await QueuekitBinary.run(["show", "m2", "--collection", "mail", "--json"] + db, in: folder.url)
+        let record = try JSONDecoder().decode(ShowRecord.self, from: Data(shownJSON.stdout.utf8))
+        #expect(record.state == "live" && record.queue == "mail-42" && record.payload["body"] == long)
+        let missing = try await QueuekitBinary.run(["show", "gone", "--collection", "mail"] + db, in: folder.url)
+        #expect(missing.status == 1 && missing.stderrLines.count == 1, "\(missing.stderr)")
+
         let paused = try await QueuekitBinary.run(["pause", "mail-42"] + db, in: folder.url)
         #expect(paused.stdout.contains("paused mail-42"), "\(paused.stdout)")
         #expect(try await database.snapshot().first { $0.name == "mail-42" }?.pausedByOperator == true)
@@ -92,6 +103,12 @@ struct QueuekitOperatorTests {
 
     struct ActionRow: Decodable {
         var key: String
+        var payload: [String: String]
+    }
+
+    struct ShowRecord: Decodable {
+        var state: String
+        var queue: String
         var payload: [String: String]
     }
 

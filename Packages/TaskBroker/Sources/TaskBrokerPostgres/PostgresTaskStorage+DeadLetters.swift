@@ -16,6 +16,21 @@ extension PostgresTaskStorage {
         }
     }
 
+    /// The stored action with this key and collection, live or a dead letter (see
+    /// `TaskStorage.lookup(key:collection:)`).
+    public func lookup(key: String, collection: String) async throws -> TaskLookup? {
+        try await run("find action \(collection)/\(key)") {
+            try await withConnection { [self] connection in
+                for try await row in try await connection.query(sql.lookupQuery(collection: collection, key: key), logger: logger) {
+                    let task = try PostgresSchema.task(row)
+                    let state = try row.makeRandomAccess()["state"].decode(Int16.self)
+                    return state == 1 ? TaskLookup.deadLetter(task) : .live(task)
+                }
+                return nil
+            }
+        }
+    }
+
     /// Puts a dead letter back at its place in its queue, as a new save; every worker hears of
     /// its queue (see `TaskStorage.replayDeadLetter(key:collection:)`).
     public func replayDeadLetter(key: String, collection: String) async throws -> StoredTask? {

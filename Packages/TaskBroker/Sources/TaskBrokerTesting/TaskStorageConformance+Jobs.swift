@@ -79,6 +79,18 @@ extension TaskStorageConformance {
             try expect(try await storage.deadLetters(queueName: nil).isEmpty, "the discarded dead letter is gone")
             try expect(try await storage.tasks(inQueue: "q1").map(\.key) == ["b", "c"], "the queue's actions stay")
         },
+        Check("a lookup by key finds a live action and a dead letter as such, and nothing once completed") { storage in
+            let saved = try await storage.save([task("a", "q1"), task("b", "q1"), task("c", "q2")])
+            try await settle(storage, [.deadLettered(saved[0])])
+            let dead = try await storage.lookup(key: "a", collection: "c")
+            guard case .deadLetter(let letter)? = dead else { throw TaskStorageConformanceFailure("a is a dead letter: \(String(describing: dead))") }
+            try expect(letter.key == "a" && letter.queueName == "q1", "the dead letter as stored: \(letter)")
+            let live = try await storage.lookup(key: "b", collection: "c")
+            try expect(live == .live(saved[1]), "b is live as saved: \(String(describing: live))")
+            try await settle(storage, [.completed(saved[2])])
+            try expect(try await storage.lookup(key: "c", collection: "c") == nil, "a completed action is no longer stored")
+            try expect(try await storage.lookup(key: "zz", collection: "c") == nil, "an unknown key finds nothing")
+        },
         Check("a queue whose only actions are dead letters shows in the snapshot") { storage in
             let saved = try await storage.save([task("a", "q1")])
             try await settle(storage, [.deadLettered(saved[0])])

@@ -90,3 +90,18 @@ extension TaskDatabase {
         try await storage.discardDeadLetter(key: key.normalizedName, collection: collection.normalizedName) != nil
     }
 }
+
+extension TaskDatabase {
+    /// The stored action with this key and collection, live (waiting, paused or running) or a
+    /// dead letter: what an operator looks at.
+    ///
+    /// - Parameters:
+    ///   - key: The action's key.
+    ///   - collection: The action's collection.
+    /// - Returns: The action and its state, or `nil` when none is stored (it completed, or never was).
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`, or `.unsupported` for a backend
+    ///   that cannot find an action by its key.
+    public func lookup(key: String, collection: String) async throws -> TaskLookup? {
+        try await storage.lookup(key: key.normalizedName, collection: collection.normalizedName)
+    }
+}

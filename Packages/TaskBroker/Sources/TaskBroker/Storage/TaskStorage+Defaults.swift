@@ -98,6 +98,13 @@ extension TaskStorage {
         throw Self.noDeadLetters
     }
 
+    /// Finding an action by its key needs the backend's support.
+    ///
+    /// - Throws: ``TaskBrokerError`` with code `.unsupported`.
+    public func lookup(key: String, collection: String) async throws -> TaskLookup? {
+        throw TaskBrokerError(code: .unsupported, message: "This storage backend cannot find an action by its key.")
+    }
+
     /// Dead letters need the backend's support.
     ///
     /// - Throws: ``TaskBrokerError`` with code `.unsupported`.

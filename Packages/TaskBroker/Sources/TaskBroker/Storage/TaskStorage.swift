@@ -205,6 +205,16 @@ public protocol TaskStorage: Sendable {
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
     func discardDeadLetter(key: String, collection: String) async throws -> StoredTask?
 
+    /// The stored action with this key and collection, live or a dead letter (an action whose
+    /// completion is stored is not). The default throws `.unsupported`.
+    ///
+    /// - Parameters:
+    ///   - key: The action's key.
+    ///   - collection: The action's collection.
+    /// - Returns: The action and whether it is a dead letter, or `nil` when none is stored.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
+    func lookup(key: String, collection: String) async throws -> TaskLookup?
+
     /// Pauses queues for an operator (`paused` true) or resumes them: a paused queue starts
     /// nothing, in every process, across restarts, until resumed; saves into it are kept. Brokers
     /// hear of the queues whose mark changed as of a change to them. The default throws `.unsupported`.

@@ -225,3 +225,18 @@ public enum TaskStorageChange: Sendable, Hashable {
     /// (``TaskStorage/announceSpareCapacity(pool:room:)``).
     case spareCapacity(pool: String, room: Int)
 }
+
+/// A stored action found by its key and collection (``TaskStorage/lookup(key:collection:)``).
+public enum TaskLookup: Sendable, Hashable {
+    /// In its queue: waiting, paused or running.
+    case live(StoredTask)
+    /// A dead letter: failed for the last time, run again only when replayed.
+    case deadLetter(StoredTask)
+
+    /// The stored action.
+    public var task: StoredTask {
+        switch self {
+        case .live(let task), .deadLetter(let task): task
+        }
+    }
+}

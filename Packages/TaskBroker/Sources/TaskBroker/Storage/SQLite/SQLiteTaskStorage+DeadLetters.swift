@@ -49,6 +49,20 @@ extension SQLiteTaskStorage {
         }
     }
 
+    func lookup(key: String, collection: String) async throws -> TaskLookup? {
+        try await Self.run("find action \(collection)/\(key)") {
+            try await pool.read { db in
+                guard let row = try Row.fetchOne(
+                    db,
+                    sql: "SELECT \(Self.selectedColumns), state FROM taskbroker_action WHERE collection = ? AND key = ? AND \(Self.isLive)",
+                    arguments: [collection, key]
+                ) else { return nil }
+                let task = try Self.task(from: row)
+                return try row.decode(Int.self, atIndex: 13) == 1 ? .deadLetter(task) : .live(task)
+            }
+        }
+    }
+
     func discardDeadLetter(key: String, collection: String) async throws -> StoredTask? {
         try await write("discard dead letter \(collection)/\(key)", announcing: { _ in [] }) { db in
             try Row.fetchOne(
