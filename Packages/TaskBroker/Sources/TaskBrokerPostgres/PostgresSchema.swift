@@ -825,12 +825,12 @@ struct PostgresSchema: Sendable {
         return "SELECT name FROM \(unescaped: queue) WHERE paused AND name = ANY(\(queueNames)::text[])"
     }
 
-    /// Dead letters of one queue (or all), by queue and position.
     /// The action with this key and collection, and its state (the last column).
     func lookupQuery(collection: String, key: String) -> PostgresQuery {
         "SELECT \(unescaped: Self.taskColumns), state FROM \(unescaped: action) WHERE collection = \(collection) AND key = \(key)"
     }
 
+    /// Dead letters of one queue (or all), by queue and position.
     func deadLettersQuery(queueName: String?) -> PostgresQuery {
         guard let queueName else {
             return "SELECT \(unescaped: Self.taskColumns) FROM \(unescaped: action) WHERE state = 1 ORDER BY queue_name, position"
