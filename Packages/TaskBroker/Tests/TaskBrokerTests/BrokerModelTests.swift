@@ -30,7 +30,7 @@ import Testing
 /// (`StorageFaultTests`).
 ///
 /// 60 cases of up to 30 steps: 3–5 s in a debug build on the 2-core VM (1,200 more cases passed
-/// while it was written, and 2,000 more once it covered the job system).
+/// while it was written, and 7,000 more once it covered the job system).
 @Suite(.timeLimit(.minutes(2)))
 struct BrokerModelTests {
     /// A step: an operation (0–2 add, 3 save a stored key again, 4 delete, or purge one in 12 times,
@@ -576,4 +576,3 @@ extension Duration {
         Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }
-

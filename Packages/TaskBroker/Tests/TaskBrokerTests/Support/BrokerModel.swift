@@ -27,7 +27,8 @@ struct VersionedAction: TaskQueueAction, Equatable {
 /// (wall clock); the ``maxAttempts``-th failure, or `.deadLetter(reason:)`, moves the head to
 /// its queue's dead letters (`.failed`, then `.deadLettered`) and the queue goes on; a replayed
 /// dead letter goes back to its place (by position) with no attempts, behind a head that has
-/// started and not succeeded (the sticky head: a new broker reads a paused action first); an operator's pause holds a
+/// started and not succeeded (the sticky head: a new broker reads a paused action first; a new
+/// version of the sticky head has not started, and goes by position); an operator's pause holds a
 /// queue (`.paused` once the broker reads it; `.resumed` when resumed) without touching what is
 /// stored; `saveIfAbsent` stores only a key stored nowhere (dead letters count).
 struct BrokerModel {
@@ -198,7 +199,8 @@ struct BrokerModel {
         // By position, but behind a head that has started and not succeeded (running or paused):
         // the sticky head stays first.
         let line = queues[queue, default: []]
-        let sticky = flights[queue] != nil || line.first?.pause != nil ? 1 : 0
+        let running = flights[queue].map { $0.isCurrent && $0.run.key == line.first?.key } ?? false
+        let sticky = running || line.first?.pause != nil ? 1 : 0
         let place = line.indices.dropFirst(sticky).first { line[$0].position > stored.position } ?? line.count
         queues[queue]!.insert(stored, at: place)
         learn(queue)
@@ -223,7 +225,12 @@ struct BrokerModel {
         versions += 1
         queues[queue]![index] = Stored(key: key, version: versions, position: queues[queue]![index].position)
         if flights[queue]?.run.key == key { flights[queue]?.isCurrent = false }
-        if index == 0 { fired.remove(queue) }
+        if index == 0 {
+            fired.remove(queue)
+            // The new version has not started: it is no sticky head, and takes its place by
+            // position (a dead letter replayed behind the old version may come first).
+            queues[queue]!.sort { $0.position < $1.position }
+        }
         startReadyHeads()
         return VersionedAction(key: key, queueName: queue, version: versions)
     }
