@@ -68,11 +68,15 @@ struct QueuekitToolTests {
         let tool = QueuekitBinary.self
         let alice = try await tool.run(["enqueue", "--queue", "alice", "--count", "2", "--key-prefix", "alice"] + db, in: folder.url)
         #expect(alice.status == 0, "\(alice.stderr)")
-        // 4 s: the list below still sees it waiting when each run of the binary takes a second.
-        let later = try await tool.run(["enqueue", "--queue", "bob", "--key-prefix", "bob", "--delay", "4"] + db, in: folder.url)
-        #expect(later.stdout.contains("enqueued 1 upload(s) on uploads-bob, to start in 4.0 s"), "\(later.stdout)")
-        let listed = try await tool.run(["list", "--queue", "bob"] + db, in: folder.url)
-        #expect(listed.stdout.contains("bob-1  FILE_0001.jpg, 1,000,001 bytes, starts in "), "\(listed.stdout)")
+        let later = try await tool.run(["enqueue", "--queue", "bob", "--key-prefix", "bob", "--delay", "1"] + db, in: folder.url)
+        #expect(later.stdout.contains("enqueued 1 upload(s) on uploads-bob, to start in 1.0 s"), "\(later.stdout)")
+        // An hour ahead, so that `list` shows it still waiting however slow the machine; then cancelled.
+        let hour = try await tool.run(["enqueue", "--queue", "dave", "--key-prefix", "dave", "--delay", "3600"] + db, in: folder.url)
+        #expect(hour.status == 0, "\(hour.stderr)")
+        let listed = try await tool.run(["list", "--queue", "dave"] + db, in: folder.url)
+        #expect(listed.stdout.contains("dave-1  FILE_0001.jpg, 1,000,001 bytes, starts in 3"), "\(listed.stdout)")
+        let cancelled = try await tool.run(["delete", "dave-1", "--collection", "uploads"] + db, in: folder.url)
+        #expect(cancelled.stdout == "deleted uploads/dave-1\n", "\(cancelled.stderr)")
 
         let pause = try await tool.run(["pause", "alice"] + db, in: folder.url)
         #expect(pause.status == 0, "\(pause.stderr)")
