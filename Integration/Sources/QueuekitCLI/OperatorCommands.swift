@@ -244,6 +244,19 @@ struct ActionAddress: ParsableArguments {
 
     @Option(help: "The action's collection.")
     var collection: String
+
+    /// Runs `change` on the action (`verb` and `done` in messages: "replay" and "replayed") and
+    /// says what was done, or fails with one line naming what is missing and how to list it.
+    func apply(
+        _ verb: String, done: String, in store: Store, missing: String, listedBy: String,
+        _ change: @escaping @Sendable (TaskDatabase, String, String) async throws -> Bool
+    ) async throws {
+        let (key, collection) = (self.key, self.collection)
+        guard try await store.run("\(verb) \(collection)/\(key)", { try await change(store.database, key, collection) }) else {
+            throw QueuekitError("no \(missing) \(collection)/\(key) in \(store.name); \(listedBy)")
+        }
+        say("\(done) \(collection)/\(key)")
+    }
 }
 
 /// `queuekit replay KEY --collection C`.
@@ -257,11 +270,9 @@ struct Replay: AsyncParsableCommand {
 
     func run() async throws {
         let store = try await options.open(create: false)
-        let (key, collection) = (action.key, action.collection)
-        guard try await store.run("replay \(collection)/\(key)", { try await store.database.replayDeadLetter(key: key, collection: collection) }) else {
-            throw QueuekitError("no dead letter \(collection)/\(key) in \(store.name); `queuekit dead-letters` lists them.")
+        try await action.apply("replay", done: "replayed", in: store, missing: "dead letter", listedBy: "`queuekit dead-letters` lists them.") { database, key, collection in
+            try await database.replayDeadLetter(key: key, collection: collection)
         }
-        say("replayed \(collection)/\(key)")
     }
 }
 
@@ -274,11 +285,9 @@ struct Discard: AsyncParsableCommand {
 
     func run() async throws {
         let store = try await options.open(create: false)
-        let (key, collection) = (action.key, action.collection)
-        guard try await store.run("discard \(collection)/\(key)", { try await store.database.discardDeadLetter(key: key, collection: collection) }) else {
-            throw QueuekitError("no dead letter \(collection)/\(key) in \(store.name); `queuekit dead-letters` lists them.")
+        try await action.apply("discard", done: "discarded", in: store, missing: "dead letter", listedBy: "`queuekit dead-letters` lists them.") { database, key, collection in
+            try await database.discardDeadLetter(key: key, collection: collection)
         }
-        say("discarded \(collection)/\(key)")
     }
 }
 
@@ -293,11 +302,9 @@ struct Delete: AsyncParsableCommand {
 
     func run() async throws {
         let store = try await options.open(create: false)
-        let (key, collection) = (action.key, action.collection)
-        guard try await store.run("delete \(collection)/\(key)", { try await store.database.delete(key: key, collection: collection) }) else {
-            throw QueuekitError("no action \(collection)/\(key) in \(store.name); `queuekit actions QUEUE` lists a queue's.")
+        try await action.apply("delete", done: "deleted", in: store, missing: "action", listedBy: "`queuekit actions QUEUE` lists a queue's.") { database, key, collection in
+            try await database.delete(key: key, collection: collection)
         }
-        say("deleted \(collection)/\(key)")
     }
 }
 

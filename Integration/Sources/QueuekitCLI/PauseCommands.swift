@@ -10,16 +10,11 @@ struct Pause: AsyncParsableCommand {
 
     @OptionGroup var options: DatabaseOptions
 
-    @Argument(help: "The queues: names as stored, or the demo's users (alice for uploads-alice).")
-    var queues: [String]
-
-    func validate() throws {
-        if queues.isEmpty { throw ValidationError("name at least one queue.") }
-    }
+    @OptionGroup var list: QueueList
 
     func run() async throws {
         let store = try await options.open(create: false)
-        let names = try await store.queueNames(for: queues)
+        let names = try await store.queueNames(for: list.queues)
         try await store.run("pause \(names.joined(separator: ", "))") { try await store.database.pauseQueues(names) }
         say("paused \(names.joined(separator: ", ")); `queuekit resume` runs \(names.count == 1 ? "it" : "them") again")
     }
@@ -31,17 +26,18 @@ struct Resume: AsyncParsableCommand {
 
     @OptionGroup var options: DatabaseOptions
 
-    @Argument(help: "The queues: names as stored, or the demo's users (alice for uploads-alice).")
-    var queues: [String]
-
-    func validate() throws {
-        if queues.isEmpty { throw ValidationError("name at least one queue.") }
-    }
+    @OptionGroup var list: QueueList
 
     func run() async throws {
         let store = try await options.open(create: false)
-        let names = try await store.queueNames(for: queues)
+        let names = try await store.queueNames(for: list.queues)
         try await store.run("resume \(names.joined(separator: ", "))") { try await store.database.resumeQueues(names) }
         say("resumed \(names.joined(separator: ", "))")
     }
+}
+
+/// The queues `pause` and `resume` take (at least one: the argument is required).
+struct QueueList: ParsableArguments {
+    @Argument(help: "The queues: names as stored, or the demo's users (alice for uploads-alice).")
+    var queues: [String]
 }

@@ -40,7 +40,7 @@ public final class PostgresTaskTransaction {
     /// - Parameter action: The action to enqueue.
     /// - Throws: `TaskBrokerError` with code `.encodingFailed`, or PostgreSQL's error.
     public func save<Action: TaskQueueAction>(_ action: Action) async throws {
-        _ = try await storage.save([try NewTask(encoding: action, with: encoder)], on: connection)
+        try await save(action, notBefore: nil, priority: 0)
     }
 
     /// Enqueues an action as part of this transaction only if no action with its key and
@@ -78,7 +78,7 @@ public final class PostgresTaskTransaction {
     ///   - date: The earliest start (wall clock); a date in the past means at once.
     /// - Throws: `TaskBrokerError` with code `.encodingFailed` or `.invalidArgument`, or PostgreSQL's error.
     public func save<Action: TaskQueueAction>(_ action: Action, notBefore date: Date) async throws {
-        _ = try await storage.save([try NewTask(encoding: action, with: encoder, notBefore: date)], on: connection)
+        try await save(action, notBefore: date, priority: 0)
     }
 
     /// Enqueues (or replaces) an action with a priority, as part of this transaction (see

@@ -174,7 +174,7 @@ public final class TaskDatabase: Sendable {
     /// - Parameter actions: The actions to enqueue, in order.
     /// - Throws: ``TaskBrokerError`` with code `.encodingFailed` or `.storageFailed`; nothing is saved then.
     public func save<Action: TaskQueueAction>(_ actions: [Action]) async throws {
-        try await save(actions, notBefore: nil)
+        try await save(actions, notBefore: nil, priority: 0)
     }
 
     /// Enqueues an action to start no earlier than `date` (run later), or replaces the stored
@@ -203,7 +203,7 @@ public final class TaskDatabase: Sendable {
     /// - Throws: ``TaskBrokerError`` with code `.encodingFailed`, `.invalidArgument` or
     ///   `.storageFailed`; nothing is saved then.
     public func save<Action: TaskQueueAction>(_ actions: [Action], notBefore date: Date) async throws {
-        try await save(actions, notBefore: Optional(date))
+        try await save(actions, notBefore: date, priority: 0)
     }
 
     /// Enqueues an action with a priority, or replaces the stored action with the same key and
@@ -237,13 +237,6 @@ public final class TaskDatabase: Sendable {
     public func save<Action: TaskQueueAction>(_ actions: [Action], notBefore date: Date? = nil, priority: Int) async throws {
         let encoder = JSONEncoder()
         let tasks = try actions.map { try NewTask(encoding: $0, with: encoder, notBefore: date, priority: priority) }
-        let stored = try await storage.save(tasks)
-        publish(stored.map { .saved($0) })
-    }
-
-    private func save<Action: TaskQueueAction>(_ actions: [Action], notBefore date: Date?) async throws {
-        let encoder = JSONEncoder()
-        let tasks = try actions.map { try NewTask(encoding: $0, with: encoder, notBefore: date) }
         let stored = try await storage.save(tasks)
         publish(stored.map { .saved($0) })
     }

@@ -18,8 +18,7 @@ public final class TaskTransaction {
     /// - Parameter action: The action to enqueue.
     /// - Throws: ``TaskBrokerError`` with code `.encodingFailed`, or the database's error.
     public func save<Action: TaskQueueAction>(_ action: Action) throws {
-        let task = try NewTask(encoding: action, with: encoder)
-        changes += try SQLiteTaskStorage.save([task], in: db).map { .saved($0) }
+        try save(action, notBefore: nil, priority: 0)
     }
 
     /// Enqueues an action as part of this transaction only if no action with its key and
@@ -58,8 +57,7 @@ public final class TaskTransaction {
     ///   - date: The earliest start (wall clock); a date in the past means at once.
     /// - Throws: ``TaskBrokerError`` with code `.encodingFailed` or `.invalidArgument`, or the database's error.
     public func save<Action: TaskQueueAction>(_ action: Action, notBefore date: Date) throws {
-        let task = try NewTask(encoding: action, with: encoder, notBefore: date)
-        changes += try SQLiteTaskStorage.save([task], in: db).map { .saved($0) }
+        try save(action, notBefore: date, priority: 0)
     }
 
     /// Enqueues (or replaces) an action with a priority, as part of this transaction, as
