@@ -29,6 +29,10 @@ struct BrokerView: Sendable {
     var storageFailures: [String: String] = [:]
     /// Timers started and neither fired nor cancelled.
     var timers = 0
+    /// Timers the state machine waits for: `timers` less any the engine failed to drop.
+    var machineTimers = 0
+    /// Of `machineTimers`, those that end a head's pause (timed retries).
+    var pauseTimers = 0
     /// Queues the broker keeps in memory.
     var queues = 0
 }
@@ -207,9 +211,13 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 machine.handle(inputs, into: &outputs)
                 done = perform(&outputs, timers: &timers, releases: &releases, group: &group)
                 let count = timers.count
+                let machineCount = machine.timers.count
+                let pauseCount = machine.pauseTimers
                 let queueCount = machine.queues.count
                 currentView.withLock {
                     $0.timers = count
+                    $0.machineTimers = machineCount
+                    $0.pauseTimers = pauseCount
                     $0.queues = queueCount
                 }
             }

@@ -8,18 +8,25 @@ extension BrokerStateMachine {
     mutating func startTimer(_ purpose: TimerPurpose, _ delay: TimerDelay, into out: inout [Output]) -> UInt64 {
         nextToken += 1
         timers[nextToken] = purpose
+        if case .pause = purpose { pauseTimers += 1 }
         out.append(.startTimer(nextToken, delay))
         return nextToken
     }
 
     mutating func cancelTimer(_ token: UInt64, into out: inout [Output]) {
-        if timers.removeValue(forKey: token) != nil {
+        if forgetTimer(token) != nil {
             out.append(.cancelTimer(token))
         }
     }
 
+    private mutating func forgetTimer(_ token: UInt64) -> TimerPurpose? {
+        let purpose = timers.removeValue(forKey: token)
+        if case .pause? = purpose { pauseTimers -= 1 }
+        return purpose
+    }
+
     mutating func timerFired(_ token: UInt64, into out: inout [Output]) {
-        guard let purpose = timers.removeValue(forKey: token) else { return }
+        guard let purpose = forgetTimer(token) else { return }
         switch purpose {
         case .pause(let queueName):
             guard var state = queues.removeValue(forKey: queueName) else { return }

@@ -114,6 +114,8 @@ struct BrokerStateMachine {
     /// Which queue holds each action the broker knows of (waiting or held).
     var locations: [BrokerActionID: String] = [:]
     var timers: [UInt64: TimerPurpose] = [:]
+    /// How many of `timers` end a head's pause (a timed retry).
+    var pauseTimers = 0
     var nextToken: UInt64 = 0
     /// Consecutive failures per storage operation, for the backoff.
     var failures: [TaskStorageOperation: Int] = [:]
@@ -355,6 +357,7 @@ struct BrokerStateMachine {
             out.append(.cancelTimer(token))
         }
         timers = [:]
+        pauseTimers = 0
     }
 }
 
