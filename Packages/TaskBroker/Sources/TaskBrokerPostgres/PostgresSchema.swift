@@ -21,16 +21,20 @@ import TaskBroker
 /// - `broker`: the brokers running on the schema, one row per name and storage (`owner`), kept
 ///   alive by their storage (every heartbeat interval) until `expires_at`: brokers of other processes whose
 ///   names are prefixes of each other are refused (``PostgresTaskStorage/registerBroker(name:claimsPrefix:)``).
+/// - `schedule`: one row per schedule of a `TaskScheduler`: its last recorded tick (seconds since
+///   1970), when it was recorded (server time), the key of its action, and the next tick and the
+///   recurrence as the last scheduler that ran it described them.
 /// - `meta`: the schema version.
 struct PostgresSchema: Sendable {
     /// The schema version this code writes; a database with a newer one is refused.
-    static let version: Int64 = 5
+    static let version: Int64 = 6
 
     let schema: String
     let action: String
     let queue: String
     let meta: String
     let broker: String
+    let schedule: String
     let sequence: String
     /// The function that stores outcomes (``finishFunctionDefinition``).
     let finishFunction: String
@@ -43,6 +47,7 @@ struct PostgresSchema: Sendable {
         queue = "\"\(schema)\".queue"
         meta = "\"\(schema)\".meta"
         broker = "\"\(schema)\".broker"
+        schedule = "\"\(schema)\".schedule"
         sequence = "\"\(schema)\".revision_seq"
         finishFunction = "\"\(schema)\".finish"
         channel = "taskbroker_\(schema)"
@@ -119,6 +124,19 @@ struct PostgresSchema: Sendable {
                 "CREATE INDEX IF NOT EXISTS action_dead_letters ON \(action) (queue_name, position) WHERE state = 1",
                 // Queues an operator paused (`pauseQueues`): no claim takes them, no finish claims their next head.
                 "ALTER TABLE \(queue) ADD COLUMN IF NOT EXISTS paused boolean NOT NULL DEFAULT false",
+            ],
+            // Version 6: schedules (`TaskScheduler`), one row per schedule (see `schedule` above).
+            6: [
+                """
+                CREATE TABLE IF NOT EXISTS \(schedule) (
+                    name text PRIMARY KEY,
+                    recurrence text NOT NULL,
+                    last_tick double precision,
+                    last_enqueued_at double precision,
+                    last_key text,
+                    next_tick double precision
+                )
+                """,
             ],
         ]
     }

@@ -125,6 +125,33 @@ extension TaskStorageConformance {
             try expect(try await storage.saveIfAbsent(task("a", "q1")) != nil, "so may a discarded dead letter's")
             try expect(try await storage.tasks(inQueue: "q1").map(\.key) == ["b", "a"], "both are stored, in save order")
         },
+        Check("a tick is recorded once, with its action; an earlier or equal tick saves nothing; a stored key is kept") { storage in
+            let first = Date(timeIntervalSince1970: 1_800_000_000)
+            let second = first.addingTimeInterval(60)
+            try await storage.registerSchedules([TaskScheduleState(name: "s", recurrence: "every 60 seconds", nextTick: first)])
+            let listed = try await storage.schedules()
+            try expect(listed == [TaskScheduleState(name: "s", recurrence: "every 60 seconds", nextTick: first)], "a registered schedule is listed with its next tick: \(listed)")
+            let recorded = try await storage.recordTick(schedule: "s", tick: first, next: second, task: task("s@1", "ticks"))
+            guard case .enqueued(let stored) = recorded else { throw TaskStorageConformanceFailure("the first tick saves its action: \(recorded)") }
+            try expect(stored.key == "s@1" && stored.queueName == "ticks", "the stored action is the tick's: \(stored)")
+            for tick in [first, first.addingTimeInterval(-60)] {
+                let again = try await storage.recordTick(schedule: "s", tick: tick, next: second, task: task("s@other", "ticks"))
+                try expect(again == .alreadyRecorded(lastTick: first), "a tick at or before the last saves nothing: \(again)")
+            }
+            try expect(try await storage.tasks(inQueue: "ticks").map(\.key) == ["s@1"], "one action for the tick")
+            // The same key, still stored: the tick is recorded and nothing is saved.
+            let kept = try await storage.recordTick(schedule: "s", tick: second, next: nil, task: task("s@1", "ticks", payload: "new"))
+            try expect(kept == .keyStillStored, "a tick whose key is still stored saves nothing: \(kept)")
+            try expect(try await storage.tasks(inQueue: "ticks").map(\.payload) == [Data("s@1".utf8)], "the stored action is unchanged")
+            // Registering again keeps the last tick.
+            try await storage.registerSchedules([TaskScheduleState(name: "s", recurrence: "every 2 minutes", nextTick: second.addingTimeInterval(120))])
+            let state = try await storage.schedules().first
+            try expect(state?.lastTick == second && state?.lastKey == "s@1" && state?.recurrence == "every 2 minutes"
+                && state?.nextTick == second.addingTimeInterval(120) && state?.lastEnqueuedAt != nil, "the state after two ticks and a registration: \(String(describing: state))")
+            // A schedule recorded without a registration first is listed too.
+            _ = try await storage.recordTick(schedule: "t", tick: first, next: nil, task: task("t@1", "ticks"))
+            try expect(try await storage.schedules().map(\.name) == ["s", "t"], "both schedules are listed by name")
+        },
     ]
 
     /// The shared checks of what a job system adds.

@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 import PostgresNIO
 import TaskBroker
-import TaskBrokerPostgres
+@testable import TaskBrokerPostgres
 import Testing
 
 /// Databases written before the job schema (SQLite schema version 4, PostgreSQL schema version 4)
@@ -133,7 +133,7 @@ struct JobSchemaMigrationTests {
             }
             return version
         }
-        #expect(version == 5)
+        #expect(version == PostgresSchema.version)
         let retrying = try await migrated.storage.tasks(inQueue: "q-retry")
         #expect(retrying.map(\.key) == ["a1", "a2"])
         #expect(retrying.first?.attempts == 2 && retrying.first?.pause == .until(Date(timeIntervalSince1970: retryAt)))

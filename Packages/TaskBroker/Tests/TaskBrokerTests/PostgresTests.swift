@@ -4,7 +4,7 @@ import Logging
 import PostgresNIO
 import Synchronization
 import TaskBroker
-import TaskBrokerPostgres
+@testable import TaskBrokerPostgres
 import Testing
 
 /// What only the PostgreSQL backend does: workers of one pool, the caller's transaction, typed
@@ -389,7 +389,7 @@ struct PostgresTests {
 
         let migrated = try await store.open()
         let after = try await state(migrated)
-        #expect(after.version == 5)
+        #expect(after.version == PostgresSchema.version)
         #expect(after.settings == "enable_seqscan=off", "the finish function was created anew: \(after.settings)")
         let stored = try await migrated.storage.tasks(inQueue: "q")
         #expect(stored.map(\.key) == ["a"], "the stored action stays")
@@ -448,7 +448,7 @@ struct PostgresTests {
             }
             return version
         }
-        #expect(version == 5)
+        #expect(version == PostgresSchema.version)
         #expect(try await migrated.storage.tasks(inQueue: "q").map(\.key) == ["a"], "the stored action stays")
         #expect(try await old.storage.finish([.completed(stored[0])], owner: "old") == TaskFinishReport(), "the running worker's outcome stores")
         let first = try await TaskQueueBroker.setup(database: migrated, name: "mail", handler: RecordingHandler<TestAction>())

@@ -6,7 +6,7 @@ import Synchronization
 
 /// The part of a broker that does not depend on the handler's type.
 protocol BrokerEngineProtocol: Sendable {
-    var events: EventBroadcaster { get }
+    var events: EventBroadcaster<TaskBrokerEvent> { get }
     var finished: Latch { get }
     /// Runs the broker until it stops; returns only when no task or thread of it is left.
     func run() async
@@ -68,7 +68,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
     let mailbox = Mailbox<BrokerStateMachine.Input>()
     let committer: any OutcomeCommitter
     let handlers = HandlerTasks()
-    let events = EventBroadcaster()
+    let events = EventBroadcaster<TaskBrokerEvent>()
     let finished = Latch()
     private let currentView = Mutex(BrokerView())
     /// Whether the action type has a `sort(_:)` of its own (`nil`: no action decoded yet): its

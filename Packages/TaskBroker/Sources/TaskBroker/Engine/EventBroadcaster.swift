@@ -1,9 +1,9 @@
 import Synchronization
 
-/// Fans broker events out to every ``TaskQueueBroker/events`` stream.
-final class EventBroadcaster: Sendable {
+/// Fans events out to every stream of ``TaskQueueBroker/events`` (or ``TaskScheduler/events``).
+final class EventBroadcaster<Event: Sendable>: Sendable {
     private struct State {
-        var subscribers: [UInt64: AsyncStream<TaskBrokerEvent>.Continuation] = [:]
+        var subscribers: [UInt64: AsyncStream<Event>.Continuation] = [:]
         var nextID: UInt64 = 0
         var finished = false
     }
@@ -12,8 +12,8 @@ final class EventBroadcaster: Sendable {
     /// How many streams are open: events are not even built into a list while nobody listens.
     private let subscriberCount = Atomic<Int>(0)
 
-    func stream() -> AsyncStream<TaskBrokerEvent> {
-        let (stream, continuation) = AsyncStream<TaskBrokerEvent>.makeStream()
+    func stream() -> AsyncStream<Event> {
+        let (stream, continuation) = AsyncStream<Event>.makeStream()
         let id = state.withLock { state -> UInt64? in
             guard !state.finished else { return nil }
             state.nextID += 1
@@ -34,7 +34,7 @@ final class EventBroadcaster: Sendable {
         return stream
     }
 
-    func yield(_ event: TaskBrokerEvent) {
+    func yield(_ event: Event) {
         guard subscriberCount.load(ordering: .relaxed) > 0 else { return }
         let subscribers = state.withLock { Array($0.subscribers.values) }
         for subscriber in subscribers {
@@ -43,7 +43,7 @@ final class EventBroadcaster: Sendable {
     }
 
     func finish() {
-        let subscribers = state.withLock { state -> [AsyncStream<TaskBrokerEvent>.Continuation] in
+        let subscribers = state.withLock { state -> [AsyncStream<Event>.Continuation] in
             state.finished = true
             defer { state.subscribers = [:] }
             return Array(state.subscribers.values)

@@ -370,6 +370,16 @@ public final class TaskDatabase: Sendable {
         return snapshots.sorted { $0.name < $1.name }
     }
 
+    /// The schedules stored in this database (``TaskScheduler``), sorted by name: each one's last
+    /// tick, when it was recorded and the key of its action, and its next tick.
+    ///
+    /// - Returns: One state per schedule any scheduler has run on this database.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`, or `.unsupported` for a backend
+    ///   without schedules.
+    public func schedules() async throws -> [TaskScheduleState] {
+        try await storage.schedules()
+    }
+
     /// Pauses queues for an operator: a paused queue starts nothing (an action it is running
     /// finishes), in every process, across restarts, until ``resumeQueues(_:)``; saves into it are
     /// kept. ``snapshot()`` shows it as ``TaskQueueSnapshot/pausedByOperator``, apart from a failure's

@@ -91,6 +91,31 @@ extension TaskStorage {
         }.sorted()
     }
 
+    /// Schedules need the backend's support.
+    ///
+    /// - Throws: ``TaskBrokerError`` with code `.unsupported`.
+    public func registerSchedules(_ schedules: [TaskScheduleState]) async throws {
+        throw Self.noSchedules
+    }
+
+    /// Schedules need the backend's support.
+    ///
+    /// - Throws: ``TaskBrokerError`` with code `.unsupported`.
+    public func recordTick(schedule name: String, tick: Date, next: Date?, task: NewTask) async throws -> TaskTickRecord {
+        throw Self.noSchedules
+    }
+
+    /// Schedules need the backend's support.
+    ///
+    /// - Throws: ``TaskBrokerError`` with code `.unsupported`.
+    public func schedules() async throws -> [TaskScheduleState] {
+        throw Self.noSchedules
+    }
+
+    private static var noSchedules: TaskBrokerError {
+        TaskBrokerError(code: .unsupported, message: "This storage backend cannot store schedules.")
+    }
+
     /// Dead letters need the backend's support.
     ///
     /// - Throws: ``TaskBrokerError`` with code `.unsupported`.

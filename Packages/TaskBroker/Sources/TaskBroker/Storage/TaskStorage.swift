@@ -215,6 +215,26 @@ public protocol TaskStorage: Sendable {
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
     func lookup(key: String, collection: String) async throws -> TaskLookup?
 
+    /// Records the schedules a scheduler runs: each one's recurrence, described, and next tick.
+    /// A schedule not yet stored is added with no last tick; a stored one keeps its last tick.
+    func registerSchedules(_ schedules: [TaskScheduleState]) async throws
+
+    /// Records `tick` as schedule `name`'s last tick and saves `task` unless an action with its
+    /// key and collection is stored (as ``saveIfAbsent(_:)``), in one transaction; does nothing
+    /// when the recorded last tick is `tick` or later. Of several processes recording the same
+    /// tick at once, one records it: each tick is enqueued once.
+    ///
+    /// - Parameters:
+    ///   - name: The schedule's name.
+    ///   - tick: The tick.
+    ///   - next: The schedule's tick after this one (listed by ``schedules()``).
+    ///   - task: The tick's action.
+    /// - Returns: What was done.
+    func recordTick(schedule name: String, tick: Date, next: Date?, task: NewTask) async throws -> TaskTickRecord
+
+    /// The stored schedules, by name.
+    func schedules() async throws -> [TaskScheduleState]
+
     /// Pauses queues for an operator (`paused` true) or resumes them: a paused queue starts
     /// nothing, in every process, across restarts, until resumed; saves into it are kept. Brokers
     /// hear of the queues whose mark changed as of a change to them. The default throws `.unsupported`.

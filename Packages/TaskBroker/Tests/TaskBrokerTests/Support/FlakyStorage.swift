@@ -62,6 +62,20 @@ final class FlakyStorage: TaskStorage {
     func resume(queues queueNames: [String]) async throws -> [StoredTask] { try await base.resume(queues: queueNames) }
     func purge(queue queueName: String) async throws -> Int { try await base.purge(queue: queueName) }
     func snapshot() async throws -> [TaskQueueSnapshot] { try await base.snapshot() }
+
+    /// Ticks to fail before recording one (schedules have no `TaskStorageOperation`).
+    let tickFailuresLeft = Mutex(0)
+
+    func registerSchedules(_ schedules: [TaskScheduleState]) async throws { try await base.registerSchedules(schedules) }
+    func schedules() async throws -> [TaskScheduleState] { try await base.schedules() }
+    func recordTick(schedule name: String, tick: Date, next: Date?, task: NewTask) async throws -> TaskTickRecord {
+        let fails = tickFailuresLeft.withLock { left in
+            defer { left = max(0, left - 1) }
+            return left > 0
+        }
+        if fails { throw TaskBrokerError(code: .storageFailed, message: "injected tick failure") }
+        return try await base.recordTick(schedule: name, tick: tick, next: next, task: task)
+    }
 }
 
 /// Holds each action until the test releases it, and gives up when its task is cancelled: the

@@ -4,7 +4,7 @@ import QueuePersistence
 extension SQLiteTaskStorage {
     /// TaskBroker's tables in a shared file: migrations named `taskbroker-…`.
     static var schema: SQLiteSchema {
-        SQLiteSchema(owner: "TaskBroker", migrator: migrator, migrationPrefix: "taskbroker-", version: 5)
+        SQLiteSchema(owner: "TaskBroker", migrator: migrator, migrationPrefix: "taskbroker-", version: 6)
     }
 
     /// The schema history. Add migrations; never edit a shipped one.
@@ -94,6 +94,21 @@ extension SQLiteTaskStorage {
                 CREATE INDEX taskbroker_action_schedule ON taskbroker_action(not_before, position) WHERE not_before IS NOT NULL;
                 CREATE INDEX taskbroker_action_dead_letters ON taskbroker_action(queue_name, position) WHERE state = 1;
                 CREATE TABLE taskbroker_paused (queue_name TEXT PRIMARY KEY) WITHOUT ROWID;
+                """)
+        }
+        // Schedules (`TaskScheduler`): one row per schedule, with its last recorded tick (seconds
+        // since 1970), when it was recorded, the key of its action, and the next tick and the
+        // recurrence as the last scheduler that ran it described them.
+        migrator.registerMigration("taskbroker-v6-schedules") { db in
+            try db.execute(sql: """
+                CREATE TABLE taskbroker_schedule (
+                    name TEXT PRIMARY KEY,
+                    recurrence TEXT NOT NULL,
+                    last_tick REAL,
+                    last_enqueued_at REAL,
+                    last_key TEXT,
+                    next_tick REAL
+                ) WITHOUT ROWID;
                 """)
         }
         return migrator
