@@ -26,6 +26,11 @@
 //     (queues crash-unique-0 … crash-unique-4) with saveIfAbsent, and says "stored <n>": how many
 //     of them this process stored.
 //
+//   TaskBrokerCrashHelper pg-schedule <postgres url> <schema> <seconds>
+//     Says "ready", waits for a line on stdin, then runs a TaskScheduler with the schedule
+//     "every-second" (every 1 s; actions tick.key in queue crash-ticks) for <seconds> seconds. stdout:
+//     "enqueued <key>", "elsewhere <key>", "kept <key>" or "failed <key> <message>" per tick, then "done".
+//
 //   TaskBrokerCrashHelper forward <upstream port> <pattern>
 //     A TCP forwarder on 127.0.0.1 to the upstream port that freezes (see FreezingForwarder) once
 //     a client sends <pattern>. stdout: "listening <port>", then "frozen". Exits when stdin closes.
@@ -203,6 +208,41 @@ if arguments.count == 5, arguments[1] == "pg-save-if-absent", let count = Int(ar
             stored += 1
         }
         say("stored \(stored)")
+        exit(0)
+    } catch {
+        say("error \(error)")
+        exit(1)
+    }
+}
+if arguments.count == 5, arguments[1] == "pg-schedule", let seconds = Int(arguments[4]) {
+    do {
+        var configuration = try TaskDatabase.PostgresConfiguration(url: arguments[2])
+        configuration.schema = arguments[3]
+        let database = try await TaskDatabase.postgres(configuration: configuration)
+        let schedule = try TaskSchedule("every-second", .every(.seconds(1))) { tick in
+            CrashAction(key: tick.key, collection: "crash", queueName: "crash-ticks", index: 0)
+        }
+        let scheduler = try TaskScheduler(database: database, schedules: [schedule])
+        let events = scheduler.events
+        say("ready")
+        await stdinLine()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await scheduler.run() }
+            group.addTask {
+                for await event in events {
+                    switch event {
+                    case .enqueued(let tick, _): say("enqueued \(tick.key)")
+                    case .recordedElsewhere(let tick): say("elsewhere \(tick.key)")
+                    case .keyStillStored(let tick, _): say("kept \(tick.key)")
+                    case .failed(let tick, let message, _): say("failed \(tick.key) \(message)")
+                    case .storageFailed(let message, _): say("failed start \(message)")
+                    }
+                }
+            }
+            try await Task.sleep(for: .seconds(seconds))
+            group.cancelAll()
+        }
+        say("done")
         exit(0)
     } catch {
         say("error \(error)")

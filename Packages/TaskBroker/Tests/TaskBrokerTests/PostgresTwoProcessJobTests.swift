@@ -55,4 +55,49 @@ struct PostgresTwoProcessJobTests {
         #expect(pending == Array(repeating: count / 5, count: 5))
         await other.waitForExit()
     }
+
+    /// Three processes run the same schedule, every second, for 20 s: each tick is enqueued by
+    /// exactly one of them, none is missed, and every tick is contended (all three try it).
+    @Test func threeProcessesRunningOneScheduleEnqueueEachTickOnce() async throws {
+        let store = try TestStore(.postgres)
+        let database = try await store.open()
+        let url = try PostgresTestServer.url()
+        let helpers = try (0..<3).map { _ in try CrashHelperRun(arguments: ["pg-schedule", url, store.schema, "20"]) }
+        for helper in helpers {
+            #expect(await helper.line(after: 0) == "ready")
+        }
+        for helper in helpers {
+            helper.send("go")
+        }
+        var outputs: [[String]] = []
+        for helper in helpers {
+            var lines: [String] = []
+            while true {
+                let line = await helper.line(after: lines.count + 1)
+                if ["done", "EOF", "cancelled"].contains(line) || line.hasPrefix("error") {
+                    #expect(line == "done")
+                    break
+                }
+                lines.append(line)
+            }
+            await helper.waitForExit()
+            outputs.append(lines)
+        }
+        #expect(outputs.joined().allSatisfy { $0.hasPrefix("enqueued ") || $0.hasPrefix("elsewhere ") }, "no failure: \(outputs)")
+        let enqueued = outputs.joined().filter { $0.hasPrefix("enqueued ") }.map { String($0.dropFirst("enqueued ".count)) }
+        #expect(Set(enqueued).count == enqueued.count, "a tick enqueued twice: \(enqueued.sorted())")
+        let seconds = try enqueued.map { key in
+            try Date(String(key.dropFirst("every-second@".count)), strategy: .iso8601).timeIntervalSince1970
+        }.sorted()
+        let first = try #require(seconds.first)
+        let last = try #require(seconds.last)
+        #expect(seconds.count >= 18, "ticks in 20 s: \(seconds.count)")
+        #expect(seconds == Array(stride(from: first, through: last, by: 1)), "a tick missed between the first and the last: \(seconds)")
+        let perTick = Dictionary(grouping: outputs.joined().map { $0.split(separator: " ").last.map(String.init) ?? "" }, by: { $0 }).mapValues(\.count)
+        let contended = perTick.values.filter { $0 == 3 }.count
+        #expect(contended >= seconds.count - 2, "ticks all three processes tried: \(contended) of \(seconds.count)")
+        let byProcess = outputs.map { $0.filter { $0.hasPrefix("enqueued ") }.count }
+        print("schedule across 3 processes: \(seconds.count) ticks in 20 s, each enqueued once (by process: \(byProcess)); \(contended) tried by all three")
+        #expect(try await database.snapshot().first { $0.name == "crash-ticks" }?.pending == seconds.count)
+    }
 }
