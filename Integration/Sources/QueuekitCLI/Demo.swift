@@ -9,8 +9,9 @@ struct Demo: AsyncParsableCommand {
         discussion: """
             Run it again after Ctrl-C (or a crash) and it resumes: nothing already done is \
             enqueued again, and stored retries keep their attempt counts. --fresh starts over. \
-            A new workload also saves one upload to start 2 s later and pauses one user's \
-            queue for the first second, as an operator would.
+            A new workload also saves one upload to start 2 s later, pauses one user's \
+            queue for the first second, as an operator would, and runs a schedule (`digest`, \
+            every second) for two ticks.
             """
     )
 
@@ -41,18 +42,26 @@ struct Demo: AsyncParsableCommand {
         let settings = work.settings(maxAttempts: workload.maxAttempts)
         let showcase: Showcase? = if isNew { try await Showcase.begin(in: store, workload: workload) } else { nil }
         async let resumed: Void? = showcase?.resumeAfterPause(in: store)
+        let schedule: ShowcaseSchedule? = showcase.map { ShowcaseSchedule(start: $0.start) }
+        var alongside: (@Sendable () async -> Void)?
+        if let schedule {
+            alongside = { await schedule.run(in: store) }
+        }
         let report: RunReport
         do {
             report = try await Runner.run(
                 store: store, settings: settings, concurrency: work.concurrency, title: "demo",
-                pausedForAWhile: Set(showcase.map { [$0.pausedQueue] } ?? [])
+                pausedForAWhile: Set(showcase.map { [$0.pausedQueue] } ?? []),
+                alongside: alongside
             )
         } catch {
             _ = try? await resumed
             throw error
         }
         _ = try await resumed
-        try await Summary.show(for: store, report: report, settings: settings, extraRows: showcase?.rows(for: report.counts) ?? [])
+        var extraRows = showcase?.rows(for: report.counts) ?? []
+        if let schedule { extraRows.append(schedule.row(for: report.counts)) }
+        try await Summary.show(for: store, report: report, settings: settings, extraRows: extraRows)
         if report.interrupted {
             throw ExitCode(130)
         }

@@ -12,13 +12,14 @@ struct Queuekit: AsyncParsableCommand {
             processes on any number of machines share the queues.
             Uploads of user U run in order on the queue uploads-U; an upload that fails \
             --max-attempts times becomes a dead letter of its queue, run again only by `queuekit retry`.
-            `queues`, `actions`, `show`, `dead-letters`, `replay`, `discard`, `delete`, `pause` and `resume` \
+            `queues`, `actions`, `show`, `dead-letters`, `replay`, `discard`, `delete`, `pause`, `resume` and `schedules` \
             work on any TaskBroker database, whatever its action types (payloads are shown as \
             stored JSON; --json for scripts).
             """,
         subcommands: [
             Demo.self, DemoCluster.self, Soak.self, Enqueue.self, Work.self, List.self, Stats.self, Retry.self, Purge.self,
             Pause.self, Resume.self, Queues.self, Actions.self, Show.self, DeadLetters.self, Replay.self, Discard.self, Delete.self,
+            Schedules.self,
         ]
     )
 }

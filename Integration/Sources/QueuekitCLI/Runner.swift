@@ -48,11 +48,14 @@ enum Runner {
     /// of a shared database may handle the last of them.
     static let storeCheckInterval: Duration = .seconds(1)
 
-    /// - Parameter pausedForAWhile: Queues paused by an operator that the caller resumes soon:
-    ///   waiting for them is not held up.
+    /// - Parameters:
+    ///   - pausedForAWhile: Queues paused by an operator that the caller resumes soon: waiting for
+    ///     them is not held up.
+    ///   - alongside: Work that may save more uploads (the demo's schedule): runs beside the broker,
+    ///     and the run is not done before it returns.
     static func run(
         store: Store, settings: HandlerSettings, concurrency: Int, title: String, trace: TraceLog? = nil,
-        watch: Bool = false, pausedForAWhile: Set<String> = []
+        watch: Bool = false, pausedForAWhile: Set<String> = [], alongside: (@Sendable () async -> Void)? = nil
     ) async throws -> RunReport {
         // What is there to do: every live action stored now.
         let target = try await store.queues().filter { QueueNames.isLive($0.name) }.reduce(0) { $0 + $1.pending }
@@ -74,7 +77,20 @@ enum Runner {
         /// How the wait ended: done, interrupted by a signal, or held up by queues paused until
         /// restarted or by an operator.
         enum Ending: Sendable { case done, interrupted, stuck([String]), pausedByOperator([String]) }
+        let alongsideDone = DoneFlag(done: alongside == nil)
         let ending = await withTaskGroup(of: Ending.self) { group -> Ending in
+            if let alongside {
+                group.addTask {
+                    await alongside()
+                    alongsideDone.set()
+                    progress.wake()
+                    // Returning would end the run: the other tasks decide when it ends.
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: .seconds(3600))
+                    }
+                    return .done
+                }
+            }
             group.addTask {
                 // Watching: only a signal ends the run.
                 while watch, !Task.isCancelled {
@@ -91,7 +107,11 @@ enum Runner {
                     // uploads still stored).
                     guard let queues = try? await broker.snapshot() else { continue }
                     let live = queues.filter { QueueNames.isLive($0.name) }
-                    guard live.contains(where: { $0.pending > 0 }) else { return .done }
+                    guard live.contains(where: { $0.pending > 0 }) else {
+                        // The work alongside may still save uploads: looked at again at the next check.
+                        if alongsideDone.isDone { return .done }
+                        continue
+                    }
                     // Nothing can go on without `queuekit retry` or `queuekit resume`: waiting would
                     // never end.
                     let waiting = live.filter { $0.pending > 0 }
@@ -153,6 +173,21 @@ enum Runner {
         case .done, .interrupted: break
         }
         return report
+    }
+}
+
+/// Whether something is done, shared by tasks.
+final class DoneFlag: Sendable {
+    private let done: Atomic<Bool>
+
+    init(done: Bool) {
+        self.done = Atomic(done)
+    }
+
+    var isDone: Bool { done.load(ordering: .acquiring) }
+
+    func set() {
+        done.store(true, ordering: .releasing)
     }
 }
 

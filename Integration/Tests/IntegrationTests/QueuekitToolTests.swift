@@ -174,8 +174,8 @@ struct QueuekitToolTests {
     @Test(arguments: ToolBackend.allCases)
     func demoRunsToItsSummaryAndASecondRunEnqueuesNothingAgain(backend: ToolBackend) async throws {
         let folder = try TemporaryDirectory()
-        let args = ["demo", "--actions", "300", "--users", "6", "--permanent-rate", "0.02", "--max-attempts", "3"]
-            + Self.fast + (try backend.databaseArguments(in: folder))
+        let db = try backend.databaseArguments(in: folder)
+        let args = ["demo", "--actions", "300", "--users", "6", "--permanent-rate", "0.02", "--max-attempts", "3"] + Self.fast + db
         let first = try await QueuekitBinary.run(args, in: folder.url)
         #expect(first.status == 0, "\(first.stderr)")
         #expect(first.stdout.contains("enqueued 300 uploads over 6 user queues"))
@@ -192,6 +192,14 @@ struct QueuekitToolTests {
         #expect(later >= 2.0, "\(first.stdout)")
         let paused = try #require(Self.startTime(in: first.stdout, row: "pause"))
         #expect(paused >= 1.0, "\(first.stdout)")
+        // Its schedule: two ticks, each enqueued once, and run before the run ended ("still queued 0" above).
+        #expect(first.stdout.contains("digest every 1 s: 2 tick(s) enqueued once each"), "\(first.stdout)")
+        #expect(first.stdout.contains("their uploads ran in uploads-digest"), "\(first.stdout)")
+        let schedules = try await QueuekitBinary.run(["schedules", "--json"] + db, in: folder.url)
+        #expect(schedules.status == 0, "\(schedules.stderr)")
+        let listed = try JSONSerialization.jsonObject(with: Data(schedules.stdout.utf8)) as? [[String: Any]]
+        #expect(listed?.count == 1 && listed?.first?["name"] as? String == "digest", "\(schedules.stdout)")
+        #expect((listed?.first?["lastKey"] as? String)?.hasPrefix("showcase-digest@") == true, "\(schedules.stdout)")
 
         let second = try await QueuekitBinary.run(args, in: folder.url)
         #expect(second.status == 0, "\(second.stderr)")
