@@ -54,4 +54,27 @@ struct ReadmeExampleTests {
         }
         await broker.shutdown()
     }
+
+    /// The schedules example, as the README shows it, on a manual clock from 02:59:30 in Paris:
+    /// the digest ticks at 03:00 and its action runs.
+    @Test func readmeScheduleExampleRuns() async throws {
+        let directory = try TemporaryDirectory()
+        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+        let handler = MailHandler()
+        let broker = try await TaskQueueBroker.setup(database: database, name: "mail", handler: handler)
+
+        let digest = try TaskSchedule("nightly-digest", .cron("0 3 * * *", timeZoneIdentifier: "Europe/Paris")) { tick in
+            MailAction(key: tick.key, queueName: "mail-digest", address: "team@example.com")
+        }
+        let cleanup = try TaskSchedule("cleanup", .every(.seconds(300)), missedTicks: .skip) { _ in
+            MailAction(key: "cleanup", queueName: "mail-cleanup", address: "ops@example.com")
+        }
+        // 2026-11-28 02:59:30 in Paris (UTC+1).
+        let run = try SchedulerRun(database: database, schedules: [digest, cleanup], start: Date(timeIntervalSince1970: 1_795_831_170))
+        await run.advance(by: .seconds(30))
+        #expect(await run.events.values(count: 2).count == 2)
+        #expect(Set(await handler.sent.values(count: 2)) == ["nightly-digest@2026-11-28T02:00:00Z", "cleanup"])
+        await run.stop()
+        await broker.shutdown()
+    }
 }
