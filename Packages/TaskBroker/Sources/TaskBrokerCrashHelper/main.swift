@@ -31,6 +31,11 @@
 //     "every-second" (every 1 s; actions tick.key in queue crash-ticks) for <seconds> seconds. stdout:
 //     "enqueued <key>", "elsewhere <key>", "kept <key>" or "failed <key> <message>" per tick, then "done".
 //
+//   TaskBrokerCrashHelper pg-rate <postgres url> <schema>
+//     Runs the broker "crash" on PostgreSQL with a rate limit of 20 starts a second shared by the
+//     queues crash-rate-…, until its stdin closes. stdout: "ready", then "start <key> <ms>" as
+//     each action starts (milliseconds since 1970, this machine's clock).
+//
 //   TaskBrokerCrashHelper forward <upstream port> <pattern>
 //     A TCP forwarder on 127.0.0.1 to the upstream port that freezes (see FreezingForwarder) once
 //     a client sends <pattern>. stdout: "listening <port>", then "frozen". Exits when stdin closes.
@@ -95,6 +100,14 @@ final class CrashHandler: AsyncTaskQueueHandler {
 final class ServeHandler: AsyncTaskQueueHandler {
     func handle(_ action: CrashAction, context _: TaskContext) async -> TaskResult {
         say("done \(action.key)")
+        return .success
+    }
+}
+
+/// Says when each action starts.
+final class StartReportingHandler: AsyncTaskQueueHandler {
+    func handle(_ action: CrashAction, context _: TaskContext) async -> TaskResult {
+        say("start \(action.key) \(Int64(Date().timeIntervalSince1970 * 1000))")
         return .success
     }
 }
@@ -193,6 +206,18 @@ if arguments.count == 4, arguments[1] == "pg-serve" {
         configuration.schema = arguments[3]
         return try await TaskQueueBroker.setup(
             database: try await TaskDatabase.postgres(configuration: configuration), name: "crash", handler: ServeHandler()
+        )
+    }
+}
+if arguments.count == 4, arguments[1] == "pg-rate" {
+    await serveUntilStdinCloses {
+        var configuration = try TaskDatabase.PostgresConfiguration(url: arguments[2])
+        configuration.schema = arguments[3]
+        var brokerConfiguration = TaskQueueBroker.Configuration()
+        brokerConfiguration.rateLimits = [try TaskRateLimit(prefix: "crash-rate-", starts: 20, per: .seconds(1))]
+        return try await TaskQueueBroker.setup(
+            database: try await TaskDatabase.postgres(configuration: configuration), name: "crash", handler: StartReportingHandler(),
+            configuration: brokerConfiguration
         )
     }
 }

@@ -24,10 +24,13 @@ import TaskBroker
 /// - `schedule`: one row per schedule of a `TaskScheduler`: its last recorded tick (seconds since
 ///   1970), when it was recorded (server time), the key of its action, and the next tick and the
 ///   recurrence as the last scheduler that ran it described them.
+/// - `rate_start`: one row per start recorded in a rate limit's bucket, at its time (the server's
+///   clock, seconds since 1970); rows older than their limit's window are deleted when the
+///   bucket is next asked.
 /// - `meta`: the schema version.
 struct PostgresSchema: Sendable {
     /// The schema version this code writes; a database with a newer one is refused.
-    static let version: Int64 = 6
+    static let version: Int64 = 7
 
     let schema: String
     let action: String
@@ -35,6 +38,7 @@ struct PostgresSchema: Sendable {
     let meta: String
     let broker: String
     let schedule: String
+    let rateStart: String
     let sequence: String
     /// The function that stores outcomes (``finishFunctionDefinition``).
     let finishFunction: String
@@ -48,6 +52,7 @@ struct PostgresSchema: Sendable {
         meta = "\"\(schema)\".meta"
         broker = "\"\(schema)\".broker"
         schedule = "\"\(schema)\".schedule"
+        rateStart = "\"\(schema)\".rate_start"
         sequence = "\"\(schema)\".revision_seq"
         finishFunction = "\"\(schema)\".finish"
         channel = "taskbroker_\(schema)"
@@ -124,6 +129,11 @@ struct PostgresSchema: Sendable {
                 "CREATE INDEX IF NOT EXISTS action_dead_letters ON \(action) (queue_name, position) WHERE state = 1",
                 // Queues an operator paused (`pauseQueues`): no claim takes them, no finish claims their next head.
                 "ALTER TABLE \(queue) ADD COLUMN IF NOT EXISTS paused boolean NOT NULL DEFAULT false",
+            ],
+            // Version 7: rate limits (see `rate_start` above).
+            7: [
+                "CREATE TABLE IF NOT EXISTS \(rateStart) (bucket text NOT NULL, at double precision NOT NULL)",
+                "CREATE INDEX IF NOT EXISTS rate_start_by_bucket ON \(rateStart) (bucket, at)",
             ],
             // Version 6: schedules (`TaskScheduler`), one row per schedule (see `schedule` above).
             6: [

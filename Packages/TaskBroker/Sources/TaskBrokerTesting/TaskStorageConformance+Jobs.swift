@@ -152,6 +152,25 @@ extension TaskStorageConformance {
             _ = try await storage.recordTick(schedule: "t", tick: first, next: nil, task: task("t@1", "ticks"))
             try expect(try await storage.schedules().map(\.name) == ["s", "t"], "both schedules are listed by name")
         },
+        Check("starts are granted up to a rate limit per window, per bucket, with the wait for the next") { storage in
+            // In real time (a shared backend counts by its server's clock): a minute's window
+            // does not end during the check.
+            let now = Date()
+            let first = try await storage.acquireStarts(bucket: "prefix:mail-", limit: 3, period: .seconds(60), count: 2, now: now)
+            try expect(first.granted == 2 && first.retryAfter == nil, "two of three: \(first)")
+            let second = try await storage.acquireStarts(bucket: "prefix:mail-", limit: 3, period: .seconds(60), count: 2, now: now)
+            try expect(second.granted == 1, "the third, and no fourth: \(second)")
+            guard let wait = second.retryAfter else { throw TaskStorageConformanceFailure("a full window says when a start is free: \(second)") }
+            try expect(wait > .zero && wait <= .seconds(60), "the oldest start leaves the window within a minute: \(wait)")
+            let full = try await storage.acquireStarts(bucket: "prefix:mail-", limit: 3, period: .seconds(60), count: 1, now: now)
+            try expect(full.granted == 0 && full.retryAfter != nil, "a full window grants nothing: \(full)")
+            let other = try await storage.acquireStarts(bucket: "queue:mail-7", limit: 3, period: .seconds(60), count: 5, now: now)
+            try expect(other.granted == 3, "another bucket counts on its own: \(other)")
+            // A start given back (a claim refused) counts no more: one is free again, and only one.
+            try await storage.releaseStarts(bucket: "prefix:mail-", at: second.at, count: 1)
+            let again = try await storage.acquireStarts(bucket: "prefix:mail-", limit: 3, period: .seconds(60), count: 2, now: now)
+            try expect(again.granted == 1, "the start given back is granted again: \(again)")
+        },
     ]
 
     /// The shared checks of what a job system adds.

@@ -284,7 +284,18 @@ public enum TaskStorageConformance: Sendable {
         Check("renewing keeps the leases of running actions") { storage in
             let saved = try await storage.save([task("a", "q1")])
             try expect(try await storage.claim(saved, owner: "w1", leaseDuration: .seconds(30)) == [.granted], "w1 claims")
-            try expect(try await storage.renew(["q1"], owner: "w1", leaseDuration: .seconds(30)).isEmpty, "nothing is lost")
+            // A renewal gives up after a quarter of the lease and the broker tries again soon after;
+            // so does the check, on a machine too loaded to answer in time (a storage failure).
+            var lost: [String]?
+            var failures: [String] = []
+            for _ in 0..<3 where lost == nil {
+                do {
+                    lost = try await storage.renew(["q1"], owner: "w1", leaseDuration: .seconds(30))
+                } catch let error as TaskBrokerError where error.code == .storageFailed {
+                    failures.append(error.message)
+                }
+            }
+            try expect(lost == [], "nothing is lost: \(String(describing: lost)); failed renewals: \(failures)")
             guard case .heldElsewhere? = try await storage.claim(saved, owner: "w2", leaseDuration: .seconds(30)).first else {
                 throw TaskStorageConformanceFailure("the renewed lease still holds w2 off")
             }

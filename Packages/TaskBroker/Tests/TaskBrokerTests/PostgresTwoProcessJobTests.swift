@@ -1,3 +1,4 @@
+import AsyncPrimitivesTesting
 import Foundation
 import TaskBroker
 import Testing
@@ -99,5 +100,60 @@ struct PostgresTwoProcessJobTests {
         let byProcess = outputs.map { $0.filter { $0.hasPrefix("enqueued ") }.count }
         print("schedule across 3 processes: \(seconds.count) ticks in 20 s, each enqueued once (by process: \(byProcess)); \(contended) tried by all three")
         #expect(try await database.snapshot().first { $0.name == "crash-ticks" }?.pending == seconds.count)
+    }
+
+    /// Two processes share a rate limit of 20 starts a second over 600 actions in 60 queues:
+    /// measured over 10 s from the first start, they stay within it and use it (at least 90 %).
+    @Test func twoProcessesSharingARateLimitStayWithinItAndUseIt() async throws {
+        let store = try TestStore(.postgres)
+        let database = try await store.open()
+        try await database.save((0..<600).map { CrashAction(key: "rate-\($0)", queueName: "crash-rate-\($0 % 60)", index: $0) })
+        let url = try PostgresTestServer.url()
+        let workers = try (0..<2).map { _ in try CrashHelperRun(arguments: ["pg-rate", url, store.schema]) }
+        for worker in workers {
+            #expect(await worker.line(after: 0) == "ready")
+        }
+        // 20 a second: 250 starts take about 12.5 s. Both workers' lines, as they come.
+        let lines = EventCollector<String>()
+        await withTaskGroup(of: Void.self) { group in
+            for (index, worker) in workers.enumerated() {
+                group.addTask {
+                    var read = 1
+                    while !Task.isCancelled {
+                        let line = await worker.line(after: read)
+                        read += 1
+                        if line == "cancelled" || line == "EOF" { return }
+                        lines.record("\(index) \(line)")
+                    }
+                }
+            }
+            _ = await lines.values(count: 250)
+            group.cancelAll()
+        }
+        var starts: [(worker: Int, at: Int64)] = []
+        for line in lines.values {
+            let parts = line.split(separator: " ")
+            guard parts.count == 4, parts[1] == "start", let worker = Int(parts[0]), let at = Int64(parts[3]) else {
+                Issue.record("not a start: \(line)")
+                continue
+            }
+            starts.append((worker, at))
+        }
+        for worker in workers {
+            await worker.finish()
+        }
+        let times = starts.map(\.at).sorted()
+        let first = try #require(times.first)
+        let inTenSeconds = times.filter { $0 < first + 10_000 }.count
+        let byWorker = [0, 1].map { index in starts.filter { $0.worker == index && $0.at < first + 10_000 }.count }
+        // Sliding: no second of the run holds more than 20 (a start follows its grant by a few
+        // milliseconds, so a window of start times may hold one start more than the grants'; the
+        // spacing of 25 ms keeps it to one).
+        let busiestSecond = times.indices.map { index in times[index...].prefix { $0 < times[index] + 1_000 }.count }.max() ?? 0
+        print("rate limit 20/s shared by 2 processes: \(inTenSeconds) starts in 10 s (\(byWorker[0]) + \(byWorker[1])), busiest second \(busiestSecond)")
+        #expect(inTenSeconds <= 201, "within 20 a second over 10 s: \(inTenSeconds)")
+        #expect(inTenSeconds >= 180, "at least 90 % of it used: \(inTenSeconds)")
+        #expect(busiestSecond <= 21, "busiest second: \(busiestSecond)")
+        #expect(byWorker.allSatisfy { $0 > 0 }, "both processes start actions: \(byWorker)")
     }
 }

@@ -77,4 +77,21 @@ struct ReadmeExampleTests {
         await run.stop()
         await broker.shutdown()
     }
+
+    /// The rate-limits example, as the README shows it: ten e-mails start at once.
+    @Test func readmeRateLimitExampleRuns() async throws {
+        let directory = try TemporaryDirectory()
+        let database = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))
+        var configuration = TaskQueueBroker.Configuration()
+        configuration.rateLimits = [
+            try TaskRateLimit(prefix: "mail-", starts: 10, per: .seconds(1)),
+            try TaskRateLimit(prefix: "api-", starts: 1, per: .seconds(2), scope: .eachQueue),
+        ]
+        let handler = MailHandler()
+        let broker = try await TaskQueueBroker.setup(database: database, name: "mail", handler: handler,
+                                                     configuration: configuration)
+        try await database.save((1...10).map { MailAction(key: "m\($0)", queueName: "mail-\($0)", address: "u\($0)@example.com") })
+        #expect(Set(await handler.sent.values(count: 10)) == Set((1...10).map { "m\($0)" }))
+        await broker.shutdown()
+    }
 }

@@ -24,6 +24,29 @@ extension BrokerEngine {
         return entries
     }
 
+    /// Asks storage for `count` starts of a rate limit's bucket, at this broker's wall-clock time
+    /// (a shared backend counts by its own clock).
+    func acquireStarts(_ key: String, limit: TaskRateLimit, count: Int) async {
+        do {
+            let grant = try await storage.acquireStarts(
+                bucket: key, limit: limit.starts, period: limit.period, count: count, now: time.now()
+            )
+            mailbox.post(.startsGranted(key, granted: grant.granted, retryAfter: grant.retryAfter, at: grant.at))
+        } catch {
+            mailbox.post(.startsFailed(key, message: "\(error)"))
+        }
+    }
+
+    /// Gives back starts that did not happen (a claim refused, a queue that could not use its
+    /// start). A failure only leaves them counted: the limit is kept, a start is lost.
+    func releaseStarts(_ key: String, at: Date, count: Int) async {
+        do {
+            try await storage.releaseStarts(bucket: key, at: at, count: count)
+        } catch {
+            logger.debug("could not give back starts of a rate limit", metadata: ["bucket": "\(key)", "count": "\(count)", "error": "\(error)"])
+        }
+    }
+
     func load(_ queueNames: [String]) async {
         let since = time.elapsed()
         let mailbox = self.mailbox

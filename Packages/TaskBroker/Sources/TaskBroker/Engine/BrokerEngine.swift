@@ -181,7 +181,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 sharingLifetime: leaseDuration,
                 askInterval: leaseDuration / 3,
                 readsAheadBelow: max(1, configuration.readAhead) / 2,
-                wallClockAnchor: time.anchor
+                wallClockAnchor: time.anchor,
+                rateLimits: configuration.rateLimits
             ),
             accepts: { queueName in
                 guard filter(queueName) else { return .refused }
@@ -290,6 +291,10 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 timers.removeValue(forKey: token)?.cancel()
             case .emit(let event):
                 report(event)
+            case .acquireStarts(let key, let limit, let count):
+                group.addTask { await self.acquireStarts(key, limit: limit, count: count) }
+            case .releaseStarts(let key, let at, let count):
+                group.addTask { await self.releaseStarts(key, at: at, count: count) }
             case .cancelHandlers:
                 logger.warning("shutdown timeout passed: cancelling running handlers; their actions stay stored and run again at the next start")
                 handlers.cancelAll()

@@ -59,6 +59,11 @@ extension BrokerStateMachine {
         case scheduled([String], last: TaskScheduleEntry?, through: Date, next: Date?, complete: Bool)
         /// Reading the schedule failed.
         case scheduleFailed(message: String)
+        /// Storage recorded `granted` starts of a rate limit's bucket; when fewer than asked, the
+        /// next is free after `retryAfter`.
+        case startsGranted(String, granted: Int, retryAfter: Duration?, at: Date)
+        /// Asking storage for starts failed.
+        case startsFailed(String, message: String)
     }
 
     /// What to do.
@@ -90,6 +95,11 @@ extension BrokerStateMachine {
         case cancelTimer(UInt64)
         /// Report an event.
         case emit(TaskBrokerEvent)
+        /// Ask storage to record up to `count` starts of a rate limit's bucket; answer with
+        /// `startsGranted` or `startsFailed`.
+        case acquireStarts(String, limit: TaskRateLimit, count: Int)
+        /// Give back `count` starts storage recorded at `at` and that did not happen (fire and forget).
+        case releaseStarts(String, at: Date, count: Int)
         /// Cancel the running handlers and ignore their outcomes.
         case cancelHandlers
         /// Accept no more outcomes; store those already handed over, then answer `committerDrained`.

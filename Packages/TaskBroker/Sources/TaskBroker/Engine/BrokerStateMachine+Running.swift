@@ -1,4 +1,5 @@
 import Foundation
+import QueueRetry
 
 // Starting actions (the ready line, the cap, claims) and what becomes of them (outcomes stored or not).
 extension BrokerStateMachine {
@@ -7,6 +8,8 @@ extension BrokerStateMachine {
     /// Takes the heads of ready queues, up to the cap, longest-waiting queue first; claims them
     /// (shared backends) or runs them.
     mutating func launch(into out: inout [Output]) {
+        // After the heads have started or asked for starts (in `start`).
+        defer { if !rate.isEmpty { askForStarts(into: &out) } }
         var picks: [BrokerEntry] = []
         // Heads claimed with their predecessors' outcomes: they start without a claim.
         var claimed: [BrokerEntry] = []
@@ -82,7 +85,10 @@ extension BrokerStateMachine {
         return held
     }
 
-    /// Reports and runs heads that may run (claimed, or not needing a claim).
+    /// Reports and runs heads that may run (claimed, or not needing a claim). A head under a rate
+    /// limit runs only with a start granted; without one it waits (see `RateGate`), keeping its
+    /// slot while the start is asked for. Checked here, right before the run, so that a start
+    /// follows its grant by the same few steps whatever the head went through before (a claim).
     mutating func start(_ picks: [BrokerEntry], into out: inout [Output]) {
         var runs: [BrokerEntry] = []
         var next: [StoredTask?] = []
@@ -90,6 +96,12 @@ extension BrokerStateMachine {
         runs.reserveCapacity(picks.count)
         for pick in picks {
             let task = pick.task
+            if let gate = rate.bucket(for: task.queueName), rate.spend(gate.key) == nil {
+                if !rate.wait(task.queueName, for: gate.key, limit: gate.limit) {
+                    parkForStart(task.queueName, into: &out)
+                }
+                continue
+            }
             out.append(.emit(.started(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.nextAttempt)))
             if pick.action == nil {
                 // It cannot run: pause its queue until restarted, durably.
@@ -177,6 +189,73 @@ extension BrokerStateMachine {
             return
         }
         if load.inProgress { state.load?.again = true }
+    }
+
+    // MARK: - Rate limits
+
+    /// Sends the requests for starts that heads are waiting for, and gives back starts granted
+    /// and not used (their queues changed meanwhile).
+    mutating func askForStarts(into out: inout [Output]) {
+        for (key, limit, count) in rate.requests() {
+            out.append(.acquireStarts(key, limit: limit, count: count))
+        }
+        for (key, at, count) in rate.takeUnusedGrants() {
+            out.append(.releaseStarts(key, at: at, count: count))
+        }
+    }
+
+    /// Storage answered a request for starts: the queues granted one go first in the ready line
+    /// (this step's launch spends their starts); the others park until the bucket has room.
+    mutating func startsGranted(_ key: String, granted: Int, retryAfter: Duration?, at: Date, into out: inout [Output]) {
+        let (starting, parked) = rate.answered(key, granted: granted, at: at)
+        recovered(.claim, starting + parked, into: &out)
+        for queueName in parked {
+            parkForStart(queueName, into: &out)
+        }
+        // Each starts now on its granted start (a queue that changed meanwhile leaves its start
+        // unused: given back at the end of the launch).
+        var picks: [BrokerEntry] = []
+        for queueName in starting {
+            if phase == .running, let held = queues[queueName]?.held, queues[queueName]?.inFlight == true {
+                picks.append(held)
+            } else {
+                parkForStart(queueName, into: &out)
+            }
+        }
+        if !picks.isEmpty { start(picks, into: &out) }
+        if rate.needsTimer(key), let limit = rate.buckets[key]?.limit {
+            // The oldest start leaves the window then; asked a little after (see `TaskRateLimit.margin`).
+            let delay = max(retryAfter ?? .milliseconds(1), .milliseconds(1)) + limit.margin
+            rate.setTimer(key, startTimer(.rateLimit(key), .after(delay), into: &out))
+        }
+    }
+
+    /// A head in flight that has no start and will not get one soon: it gives its slot back and
+    /// waits for its bucket's timer (`RateGate`), out of the ready line. On a shared backend the
+    /// queue's lease stays with this worker until it is claimed again (or expires).
+    mutating func parkForStart(_ queueName: String, into out: inout [Output]) {
+        guard var state = queues.removeValue(forKey: queueName) else { return }
+        if state.inFlight {
+            endFlight(&state)
+            if configuration.claimsHeads { state.keptLease = true }
+        }
+        queues[queueName] = state
+    }
+
+    /// Asking for starts failed: the queues that asked park, and the request is tried again after
+    /// the storage backoff.
+    mutating func startsFailed(_ key: String, message: String, into out: inout [Output]) {
+        let (released, failures) = rate.failed(key)
+        guard !released.isEmpty else { return }
+        for queueName in released {
+            parkForStart(queueName, into: &out)
+        }
+        let delay = configuration.storageBackoff.delay(afterFailures: failures)
+        if rate.needsTimer(key) {
+            rate.setTimer(key, startTimer(.rateLimit(key), .after(delay), into: &out))
+        }
+        failing[.claim, default: []].formUnion(released)
+        out.append(.emit(.storageFailed(operation: .claim, queueNames: released, message: message, retryIn: delay)))
     }
 
     mutating func claimFailed(_ heads: [StoredTask], message: String, into out: inout [Output]) {

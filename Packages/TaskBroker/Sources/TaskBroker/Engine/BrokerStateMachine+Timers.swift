@@ -39,6 +39,10 @@ extension BrokerStateMachine {
             queues[queueName] = state
             out.append(.emit(.resumed(queueName: queueName)))
             markReady(queueName)
+        case .rateLimit(let key):
+            for queueName in rate.timerFired(key, token: token) {
+                markReady(queueName)
+            }
         case .retryLoad(let queueNames):
             for queueName in queueNames where queues[queueName]?.load?.inProgress == false {
                 queues[queueName]?.load?.inProgress = true
@@ -95,7 +99,8 @@ extension BrokerStateMachine {
     /// Puts a queue at the back of the ready line (at its front when `first`) if its head may
     /// run; a head saved to run later wakes the broker when its time comes.
     mutating func markReady(_ queueName: String, first: Bool = false) {
-        guard !ready.contains(queueName) else { return }
+        // A queue waiting for a start of its rate limit goes back to the line when it gets one.
+        guard !ready.contains(queueName), !rate.waiting.contains(queueName) else { return }
         let reads = phase == .running
         let dueBy = dueBy
         let (runnable, refills, priority, later) = inPlace(queueName) { state -> (Bool, Bool, Int, Date?) in

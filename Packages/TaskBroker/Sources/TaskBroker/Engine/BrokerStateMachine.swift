@@ -62,6 +62,8 @@ struct BrokerStateMachine {
         /// The wall-clock time when the engine's elapsed time was zero: what not-before times
         /// (wall-clock dates) are compared with.
         var wallClockAnchor = Date(timeIntervalSince1970: 0)
+        /// Limits on starts per period, by queue-name prefix (see ``RateGate``).
+        var rateLimits: [TaskRateLimit] = []
     }
 
     enum Phase: Equatable {
@@ -71,6 +73,9 @@ struct BrokerStateMachine {
     enum TimerPurpose {
         case pause(String)
         case retryLoad([String])
+        /// A rate limit's bucket may have room again (its oldest start left the window), or a
+        /// failed request for starts may be tried again.
+        case rateLimit(String)
         case retryClaim([String])
         case retryStore([BrokerOutcome])
         /// The wait of `leaseWait` ends: the lease another worker holds may have expired (the
@@ -114,6 +119,8 @@ struct BrokerStateMachine {
     /// Which queue holds each action the broker knows of (waiting or held).
     var locations: [BrokerActionID: String] = [:]
     var timers: [UInt64: TimerPurpose] = [:]
+    /// Rate limits: the starts granted and the queues waiting for one.
+    var rate: RateGate
     /// How many of `timers` end a head's pause (a timed retry).
     var pauseTimers = 0
     var nextToken: UInt64 = 0
@@ -172,6 +179,7 @@ struct BrokerStateMachine {
         self.forgets = forgets
         forgetAbove = configuration.keepsIdleQueuesUpTo
         schedule = Schedule(start: configuration.wallClockAnchor)
+        rate = RateGate(limits: configuration.rateLimits)
     }
 
 
@@ -213,7 +221,9 @@ struct BrokerStateMachine {
     /// broker took anew on the queue meanwhile, with its action running. It expires.
     mutating func forgetIdleQueues() {
         let dueBy = dueBy
-        let idle = queues.filter { !ready.contains($0.key) && ($0.value.isIdle || $0.value.isParked(dueBy: dueBy)) }
+        let idle = queues.filter {
+            !ready.contains($0.key) && !rate.waiting.contains($0.key) && ($0.value.isIdle || $0.value.isParked(dueBy: dueBy))
+        }
         for (queueName, state) in idle {
             forgottenThrough = max(forgottenThrough, state.loadedThrough)
             queues[queueName] = nil
@@ -286,6 +296,10 @@ struct BrokerStateMachine {
             storeFailed(outcomes, message: message, into: &out)
         case .timerFired(let token):
             timerFired(token, into: &out)
+        case .startsGranted(let key, let granted, let retryAfter, let at):
+            startsGranted(key, granted: granted, retryAfter: retryAfter, at: at, into: &out)
+        case .startsFailed(let key, let message):
+            startsFailed(key, message: message, into: &out)
         case .leaseLost(let queueNames):
             for queueName in queueNames {
                 leaseLost(queueName, into: &out)

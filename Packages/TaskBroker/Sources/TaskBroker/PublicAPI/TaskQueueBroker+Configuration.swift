@@ -48,6 +48,11 @@ extension TaskQueueBroker {
         /// How long a run that timed out waits before it is retried, by attempt. Defaults to 1 s
         /// doubling to 5 minutes.
         public var retryBackoff = Backoff(initial: .seconds(1), maximum: .seconds(300))
+        /// Limits on how many actions start per period, by queue-name prefix, counted in the
+        /// database and shared by every broker (in every process) that has the same limit. A
+        /// queue is governed by the limit with the longest prefix it has; queues no limit covers
+        /// are not held back. Empty by default. Two limits with one prefix are refused by `setup`.
+        public var rateLimits: [TaskRateLimit] = []
 
         /// Creates a configuration.
         ///

@@ -112,6 +112,13 @@ public final class TaskQueueBroker: Service, Sendable {
         database: TaskDatabase, name: String, handler: Handler, configuration: Configuration,
         clock: some Clock<Duration>, isPrefixClaim: Bool, filter: @escaping @Sendable (String) -> Bool
     ) async throws -> TaskQueueBroker {
+        let prefixes = configuration.rateLimits.map(\.prefix)
+        if let twice = prefixes.first(where: { prefix in prefixes.filter { $0 == prefix }.count > 1 }) {
+            throw TaskBrokerError(
+                code: .invalidArgument,
+                message: "Two rate limits are given for the prefix \"\(twice)\"; give each prefix one limit (scope .eachQueue for a limit per queue)."
+            )
+        }
         // Registered and listening before the stored queues are listed: a change committed from
         // now on reaches this broker (held until its engine exists), and one committed before is
         // in the list. Listening only after the list, a save into a new queue committed between

@@ -112,6 +112,20 @@ extension TaskStorage {
         throw Self.noSchedules
     }
 
+    /// Rate limits need the backend's support.
+    ///
+    /// - Throws: ``TaskBrokerError`` with code `.unsupported`.
+    public func acquireStarts(bucket: String, limit: Int, period: Duration, count: Int, now: Date) async throws -> TaskRateGrant {
+        throw TaskBrokerError(code: .unsupported, message: "This storage backend cannot count starts for rate limits.")
+    }
+
+    /// Rate limits need the backend's support.
+    ///
+    /// - Throws: ``TaskBrokerError`` with code `.unsupported`.
+    public func releaseStarts(bucket: String, at: Date, count: Int) async throws {
+        throw TaskBrokerError(code: .unsupported, message: "This storage backend cannot count starts for rate limits.")
+    }
+
     private static var noSchedules: TaskBrokerError {
         TaskBrokerError(code: .unsupported, message: "This storage backend cannot store schedules.")
     }

@@ -235,6 +235,23 @@ public protocol TaskStorage: Sendable {
     /// The stored schedules, by name.
     func schedules() async throws -> [TaskScheduleState]
 
+    /// Records up to `count` action starts in a rate limit's bucket, as many as keep at most
+    /// `limit` starts in any window of `period` ending now, in one transaction (of several
+    /// processes asking at once, each sees the others' starts).
+    ///
+    /// - Parameters:
+    ///   - bucket: The bucket (a limit's prefix, or one queue of it).
+    ///   - limit: At most this many starts per window.
+    ///   - period: The window.
+    ///   - count: How many starts are asked for.
+    ///   - now: The caller's wall-clock time; a shared backend counts by its server's clock instead.
+    /// - Returns: How many were recorded, and when fewer: how long until the oldest leaves the window.
+    func acquireStarts(bucket: String, limit: Int, period: Duration, count: Int, now: Date) async throws -> TaskRateGrant
+
+    /// Gives back up to `count` starts recorded in `bucket` at `at` (a grant's time) that did not
+    /// happen: they no longer count against the limit.
+    func releaseStarts(bucket: String, at: Date, count: Int) async throws
+
     /// Pauses queues for an operator (`paused` true) or resumes them: a paused queue starts
     /// nothing, in every process, across restarts, until resumed; saves into it are kept. Brokers
     /// hear of the queues whose mark changed as of a change to them. The default throws `.unsupported`.

@@ -4,7 +4,7 @@ import QueuePersistence
 extension SQLiteTaskStorage {
     /// TaskBroker's tables in a shared file: migrations named `taskbroker-…`.
     static var schema: SQLiteSchema {
-        SQLiteSchema(owner: "TaskBroker", migrator: migrator, migrationPrefix: "taskbroker-", version: 6)
+        SQLiteSchema(owner: "TaskBroker", migrator: migrator, migrationPrefix: "taskbroker-", version: 7)
     }
 
     /// The schema history. Add migrations; never edit a shipped one.
@@ -109,6 +109,15 @@ extension SQLiteTaskStorage {
                     last_key TEXT,
                     next_tick REAL
                 ) WITHOUT ROWID;
+                """)
+        }
+        // Rate limits (`TaskQueueBroker.Configuration.rateLimits`): one row per start recorded in a
+        // bucket, at its time (seconds since 1970); rows older than their limit's window are deleted
+        // when the bucket is next asked.
+        migrator.registerMigration("taskbroker-v7-rate-limits") { db in
+            try db.execute(sql: """
+                CREATE TABLE taskbroker_rate_start (bucket TEXT NOT NULL, at REAL NOT NULL);
+                CREATE INDEX taskbroker_rate_start_by_bucket ON taskbroker_rate_start(bucket, at);
                 """)
         }
         return migrator
