@@ -53,7 +53,6 @@ struct RateGate {
         return bucket.grantedAt
     }
 
-
     /// A head without a start waits: asking (it keeps its slot: `true`) unless its bucket is full.
     mutating func wait(_ queueName: String, for key: String, limit: TaskRateLimit) -> Bool {
         waiting.insert(queueName)
@@ -141,13 +140,18 @@ struct RateGate {
     }
 
     /// Starts granted and not used by the launch they were granted for are given back: kept, one
-    /// used later would start outside the window storage counted it in.
+    /// used later would start outside the window storage counted it in. Buckets with nothing
+    /// left to do are dropped (a limit per queue would otherwise keep one per queue name ever seen).
     /// - Returns: The starts to give back to storage.
     mutating func takeUnusedGrants() -> [(key: String, at: Date, count: Int)] {
         var unused: [(String, Date, Int)] = []
-        for (key, bucket) in buckets where bucket.granted > 0 {
-            unused.append((key, bucket.grantedAt, bucket.granted))
-            buckets[key]?.granted = 0
+        for (key, bucket) in buckets {
+            if bucket.granted > 0 { unused.append((key, bucket.grantedAt, bucket.granted)) }
+            if bucket.asking.isEmpty, bucket.requested == 0, bucket.parked.isEmpty, bucket.timer == nil {
+                buckets[key] = nil
+            } else if bucket.granted > 0 {
+                buckets[key]?.granted = 0
+            }
         }
         return unused.sorted { $0.0 < $1.0 }
     }
