@@ -81,22 +81,24 @@ struct DatabaseOptions: ParsableArguments {
     }
 
     /// Opens the database; with `create: false` a missing SQLite file is an error instead of a new
-    /// file (a PostgreSQL database gets TaskBroker's tables when they are missing).
-    func open(create: Bool) async throws -> Store {
+    /// file (a PostgreSQL database gets TaskBroker's tables when they are missing). `readOnly`
+    /// (the commands that only look) writes nothing, not even a migration.
+    func open(create: Bool, readOnly: Bool = false) async throws -> Store {
         switch try location() {
         case .sqlite(let path):
-            try await Self.openSQLite(path: path, create: create)
-        case .postgres(let configuration, let url):
-            try await Self.openPostgres(configuration, url: url)
+            return try await Self.openSQLite(path: path, create: create && !readOnly, readOnly: readOnly)
+        case .postgres(var configuration, let url):
+            configuration.readOnly = readOnly
+            return try await Self.openPostgres(configuration, url: url)
         }
     }
 
-    private static func openSQLite(path: String, create: Bool) async throws -> Store {
+    private static func openSQLite(path: String, create: Bool, readOnly: Bool) async throws -> Store {
         do {
             // Every commit survives a crash of the process; a power loss may cost the last few
             // (the demo's choice; the library's default is FULL).
             let database = try await TaskDatabase.sqlite(
-                path: path, configuration: .init(synchronous: .normal, createsMissingFile: create)
+                path: path, configuration: .init(synchronous: .normal, createsMissingFile: create, readOnly: readOnly)
             )
             return Store(location: .sqlite(path: path), database: database, backend: SQLiteBackend(database: database))
         } catch let error as TaskBrokerError where error.code == .databaseNotFound {

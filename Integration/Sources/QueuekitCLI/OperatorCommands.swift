@@ -42,7 +42,7 @@ struct OutputOptions: ParsableArguments {
 /// `queuekit queues`: every queue at a glance.
 struct Queues: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "List every queue: pending actions, dead letters, failures of its head, paused or ready."
+        abstract: "List every queue: pending actions, how long its oldest has waited, dead letters, failures of its head, paused or ready."
     )
 
     @OptionGroup var options: DatabaseOptions
@@ -57,29 +57,49 @@ struct Queues: AsyncParsableCommand {
         var pausedUntil: Date?
         var pausedUntilRestart: Bool
         var lastFailure: String?
+        /// When the longest-waiting pending action was saved, and how many seconds ago.
+        var oldestSavedAt: Date?
+        var oldestAgeSeconds: Double?
     }
 
     func run() async throws {
-        let store = try await options.open(create: false)
+        let store = try await options.open(create: false, readOnly: true)
+        let now = Date()
         let rows = try await store.run("read the queues") { try await store.database.snapshot() }.map { queue in
             Row(
                 name: queue.name, pending: queue.pending, deadLetters: queue.deadLetters, headFailures: queue.attempts,
                 pausedByOperator: queue.pausedByOperator, pausedUntil: queue.pausedUntil,
-                pausedUntilRestart: queue.pause == .untilRestart, lastFailure: queue.lastFailure?.reason
+                pausedUntilRestart: queue.pause == .untilRestart, lastFailure: queue.lastFailure?.reason,
+                oldestSavedAt: queue.oldestSavedAt, oldestAgeSeconds: queue.oldestSavedAt.map { max(0, now.timeIntervalSince($0)) }
             )
         }
         if output.json { return try output.print(rows) }
         guard !rows.isEmpty else { return say("no queues") }
         let width = max(12, (rows.map(\.name.count).max() ?? 0) + 2)
-        say("QUEUE".padding(toLength: width, withPad: " ", startingAt: 0) + "PENDING   DEAD  FAILURES  STATE")
+        say("QUEUE".padding(toLength: width, withPad: " ", startingAt: 0) + "PENDING    OLDEST   DEAD  FAILURES  STATE")
         for row in rows {
             let state = row.pausedByOperator ? "paused by an operator"
                 : row.pausedUntilRestart ? "paused until restarted"
                 : row.pausedUntil.map { "retry at \(ISO8601DateFormatter().string(from: $0))" }
                 ?? (row.pending > 0 ? "ready" : "empty")
             say(row.name.padding(toLength: width, withPad: " ", startingAt: 0) + leftPad(grouped(row.pending), 7)
-                + leftPad(grouped(row.deadLetters), 7) + leftPad(String(row.headFailures), 10) + "  " + state
+                + leftPad(row.oldestAgeSeconds.map(Self.age) ?? "-", 10) + leftPad(grouped(row.deadLetters), 7) + leftPad(String(row.headFailures), 10) + "  " + state
                 + (row.lastFailure.map { " (last failure: \($0))" } ?? ""))
+        }
+    }
+}
+
+extension Queues {
+    /// An age as an operator reads it: `42s`, `3m05s`, `2h07m`, `3d04h`.
+    static func age(_ seconds: Double) -> String {
+        // A time no clock gives (a damaged row): shown as unknown, not trapped on.
+        guard seconds.isFinite, seconds < 1e12 else { return "?" }
+        let whole = Int(seconds.rounded(.down))
+        switch whole {
+        case ..<60: return "\(whole)s"
+        case ..<3600: return "\(whole / 60)m" + String(format: "%02ds", whole % 60)
+        case ..<86_400: return "\(whole / 3600)h" + String(format: "%02dm", whole % 3600 / 60)
+        default: return "\(whole / 86_400)d" + String(format: "%02dh", whole % 86_400 / 3600)
         }
     }
 }
@@ -108,7 +128,7 @@ struct Actions: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let store = try await options.open(create: false)
+        let store = try await options.open(create: false, readOnly: true)
         let tasks = try await store.tasks(in: queue)
         let shown = limit > 0 ? Array(tasks.prefix(limit)) : tasks
         if output.json {
@@ -156,7 +176,7 @@ struct DeadLetters: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let store = try await options.open(create: false)
+        let store = try await options.open(create: false, readOnly: true)
         let letters = try await store.deadLetters(in: queue)
         if output.json {
             return try output.print(letters.map {
@@ -203,7 +223,7 @@ struct Show: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let store = try await options.open(create: false)
+        let store = try await options.open(create: false, readOnly: true)
         let (key, collection) = (action.key, action.collection)
         guard let found = try await store.run("find \(collection)/\(key)", { try await store.database.lookup(key: key, collection: collection) }) else {
             throw QueuekitError("no action \(collection)/\(key) in \(store.name) (done, deleted, or never saved).")

@@ -23,7 +23,7 @@ struct Schedules: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let store = try await options.open(create: false)
+        let store = try await options.open(create: false, readOnly: true)
         let schedules = try await store.database.schedules()
         if json {
             return try OutputOptions(json: true, full: false).print(schedules.map {

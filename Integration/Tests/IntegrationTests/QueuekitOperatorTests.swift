@@ -46,6 +46,11 @@ struct QueuekitOperatorTests {
         #expect(rows.map(\.name) == ["mail-42", "mail-7"])
         #expect(rows.map(\.pending) == [2, 0])
         #expect(rows.map(\.deadLetters) == [0, 1])
+        // How long the oldest pending action has waited: saved moments ago; none in an empty queue.
+        #expect(rows[0].oldestAgeSeconds.map { $0 >= 0 && $0 < 600 } == true, "\(queues.stdout)")
+        #expect(rows[1].oldestAgeSeconds == nil, "\(queues.stdout)")
+        let table = try await QueuekitBinary.run(["queues"] + db, in: folder.url)
+        #expect(table.stdout.contains("OLDEST"), "\(table.stdout)")
 
         let actions = try await QueuekitBinary.run(["actions", "mail-42"] + db, in: folder.url)
         #expect(actions.status == 0, "\(actions.stderr)")
@@ -99,6 +104,7 @@ struct QueuekitOperatorTests {
         var name: String
         var pending: Int
         var deadLetters: Int
+        var oldestAgeSeconds: Double?
     }
 
     struct ActionRow: Decodable {

@@ -40,6 +40,10 @@ public struct SQLiteDatabaseOptions: Sendable, Hashable {
     public var createsDirectory: Bool
     /// The label of GRDB's connections and dispatch queues (shown in debuggers and crash logs).
     public var label: String
+    /// Whether the file is opened for reading only (`false` by default): nothing is written,
+    /// not even a migration; a missing file is ``PersistenceError/Code/databaseNotFound``, and a
+    /// file whose schema is older than this release's is refused (a read-write open migrates it).
+    public var readOnly = false
 
     /// Creates options; every field has a default.
     ///
@@ -183,8 +187,18 @@ public struct SQLiteStore: Sendable {
                 path: path
             )
         }
+        if options.readOnly {
+            guard exists else {
+                throw PersistenceError(
+                    code: .databaseNotFound,
+                    message: "There is no database file at \(path) to open read-only; check the path.",
+                    path: path
+                )
+            }
+        }
         var configuration = Configuration()
         configuration.label = options.label
+        configuration.readonly = options.readOnly
         configuration.busyMode = .timeout(
             Double(options.busyTimeout.components.seconds) + Double(options.busyTimeout.components.attoseconds) / 1e18
         )
@@ -223,20 +237,23 @@ public struct SQLiteStore: Sendable {
             }
             pool = try DatabasePool(path: path, configuration: configuration)
             // GRDB sets synchronous=NORMAL when it turns WAL on; set ours afterwards on the one
-            // writer connection (readers never commit).
-            let pragma = options.synchronous.pragmaValue
-            try pool.writeWithoutTransaction { db in
-                try db.execute(sql: "PRAGMA synchronous = \(pragma)")
+            // writer connection (readers never commit). A read-only pool has no writer.
+            if !options.readOnly {
+                let pragma = options.synchronous.pragmaValue
+                try pool.writeWithoutTransaction { db in
+                    try db.execute(sql: "PRAGMA synchronous = \(pragma)")
+                }
             }
         } catch {
             throw Self.translate(error, path: path, owner: schema.owner, during: .open)
         }
         self.pool = pool
-        try migrate()
+        try migrate(readOnly: options.readOnly)
     }
 
-    /// Refuses a file written by a newer release, then applies the missing migrations.
-    private func migrate() throws(PersistenceError) {
+    /// Refuses a file written by a newer release, then applies the missing migrations (read-only:
+    /// refuses a file that misses some).
+    private func migrate(readOnly: Bool) throws(PersistenceError) {
         let schema = self.schema
         let migrator = schema.migrator
         do {
@@ -254,6 +271,17 @@ public struct SQLiteStore: Sendable {
                         + "\(schema.version). Upgrade \(schema.owner) or use another file.",
                     path: path
                 )
+            }
+            if readOnly {
+                guard try pool.read({ db in try migrator.hasCompletedMigrations(db) }) else {
+                    throw PersistenceError(
+                        code: .incompatibleSchema,
+                        message: "The database \(path) has an older \(schema.owner) schema than this version's (\(schema.version)), "
+                            + "and opened read-only it cannot be migrated; open it read-write once (any worker does), then again.",
+                        path: path
+                    )
+                }
+                return
             }
             try migrator.migrate(pool)
         } catch let error as PersistenceError {

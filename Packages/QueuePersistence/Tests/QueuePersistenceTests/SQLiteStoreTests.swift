@@ -110,6 +110,39 @@ struct SQLiteStoreTests {
         _ = try SQLiteStore(path: path, options: .init(createsMissingFile: false), schema: Self.schema())
     }
 
+    /// Read-only: the rows are read, a write fails, nothing is migrated, and the file's bytes do not change.
+    @Test func aReadOnlyOpenReadsAndWritesNothing() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("a.sqlite").path
+        do {
+            let store = try SQLiteStore(path: path, schema: Self.schema())
+            try store.pool.write { db in try db.execute(sql: "INSERT INTO demo0 VALUES ('kept')") }
+            try store.pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+        }
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        var options = SQLiteDatabaseOptions()
+        options.readOnly = true
+        let store = try SQLiteStore(path: path, options: options, schema: Self.schema())
+        #expect(try store.pool.read { db in try String.fetchAll(db, sql: "SELECT id FROM demo0") } == ["kept"])
+        #expect(throws: (any Error).self) {
+            try store.pool.write { db in try db.execute(sql: "INSERT INTO demo0 VALUES ('no')") }
+        }
+        // A newer schema with a migration to run: refused, not migrated.
+        let older = #expect(throws: QueuePersistence.PersistenceError.self) {
+            _ = try SQLiteStore(path: path, options: options, schema: Self.schema(["demo-v1", "demo-v2"]))
+        }
+        #expect(older?.code == .incompatibleSchema)
+        #expect(older?.message.contains("read-only") == true)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes)
+        // A missing file is not created.
+        let missing = directory.file("missing.sqlite").path
+        let error = #expect(throws: QueuePersistence.PersistenceError.self) {
+            _ = try SQLiteStore(path: missing, options: options, schema: Self.schema())
+        }
+        #expect(error?.code == .databaseNotFound)
+        #expect(!FileManager.default.fileExists(atPath: missing))
+    }
+
     @Test func aMissingFolderIsAnErrorUnlessTheStoreMayCreateIt() throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("sub/folder/a.sqlite").path

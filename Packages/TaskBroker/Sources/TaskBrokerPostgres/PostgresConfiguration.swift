@@ -53,6 +53,12 @@ extension TaskDatabase {
         public var transactionIdleTimeout: Duration?
         /// How long connecting may take before it fails. Defaults to 10 s.
         public var connectTimeout: Duration
+        /// Whether every connection is read-only (PostgreSQL's `default_transaction_read_only`;
+        /// `false` by default; URL parameter `readonly=true`): for tools that inspect the queues.
+        /// Every write fails with the server's error and nothing is written, not even a migration:
+        /// a schema an older TaskBroker wrote is `.incompatibleSchema` until a read-write open
+        /// migrates it.
+        public var readOnly = false
         /// How often the change feed checks that its listening connection still answers. A
         /// connection that does not answer within this time either (a peer gone without a word: a
         /// NAT or firewall that forgot the connection, a host that lost power) is closed and
@@ -160,6 +166,11 @@ extension TaskDatabase {
                         throw invalid("lease must be a positive number of seconds, at most 86400 (a day)")
                     }
                     leaseDuration = .milliseconds(Int64((value * 1000).rounded()))
+                case "readonly":
+                    guard let value = item.value, ["true", "false"].contains(value) else {
+                        throw invalid("readonly must be true or false")
+                    }
+                    readOnly = value == "true"
                 case "sslmode":
                     guard item.value == "disable" else {
                         throw invalid("sslmode=\(item.value ?? "") is not taken from a URL; set `tls` in code")

@@ -30,7 +30,7 @@ import TaskBroker
 /// - `meta`: the schema version.
 struct PostgresSchema: Sendable {
     /// The schema version this code writes; a database with a newer one is refused.
-    static let version: Int64 = 7
+    static let version: Int64 = 8
 
     let schema: String
     let action: String
@@ -130,6 +130,13 @@ struct PostgresSchema: Sendable {
                 // Queues an operator paused (`pauseQueues`): no claim takes them, no finish claims their next head.
                 "ALTER TABLE \(queue) ADD COLUMN IF NOT EXISTS paused boolean NOT NULL DEFAULT false",
             ],
+            // Version 8: when each action was saved (`saved_at`, the server's clock, seconds since
+            // 1970; NULL for rows saved before): a queue's oldest pending action, for operators. A
+            // replacement keeps it (an update); a save after completion inserts anew.
+            8: [
+                "ALTER TABLE \(action) ADD COLUMN IF NOT EXISTS saved_at double precision",
+                "ALTER TABLE \(action) ALTER COLUMN saved_at SET DEFAULT extract(epoch FROM now())",
+            ],
             // Version 7: rate limits (see `rate_start` above).
             7: [
                 "CREATE TABLE IF NOT EXISTS \(rateStart) (bucket text NOT NULL, at double precision NOT NULL)",
@@ -157,12 +164,21 @@ struct PostgresSchema: Sendable {
     /// has migrated it.
     ///
     /// - Throws: `incompatibleSchema` when a newer TaskBroker wrote the database.
-    func migrate(on connection: PostgresConnection, logger: Logger) async throws {
+    func migrate(on connection: PostgresConnection, logger: Logger, readOnly: Bool = false) async throws {
         // Outside the transaction: a role that may not read the table (or a race with a first
         // migration) goes on to the path below, which says what to check.
-        if let installed = try? await installedVersion(on: connection, logger: logger) {
+        let installed = try? await installedVersion(on: connection, logger: logger)
+        if let installed {
             guard installed <= Self.version else { throw newerSchema(installed) }
             if installed == Self.version { return }
+        }
+        if readOnly {
+            throw TaskBrokerError(
+                code: .incompatibleSchema,
+                message: (installed.map { "Schema \"\(schema)\" was written by an older TaskBroker (schema version \($0); this one needs \(Self.version)), " }
+                    ?? "Schema \"\(schema)\" has no TaskBroker tables, ")
+                    + "and opened read-only it cannot be migrated; open it read-write once (any worker does), then again."
+            )
         }
         do {
             try await PostgresTaskStorage.inTransaction(connection, logger: logger) { connection in
@@ -891,11 +907,12 @@ struct PostgresSchema: Sendable {
         "SELECT queue_name, count(*)::int8 FROM \(unescaped: action) WHERE state = 1 GROUP BY queue_name"
     }
 
-    /// Per queue: pending count, and the head's attempts, pause and last failure.
+    /// Per queue: pending count, the head's attempts, pause and last failure, and when the
+    /// longest-waiting action was saved.
     func snapshotQuery() -> PostgresQuery {
         """
         SELECT DISTINCT ON (queue_name) queue_name, count(*) OVER (PARTITION BY queue_name), attempts, pause_kind, pause_until,
-               last_failure, failed_at
+               last_failure, failed_at, min(saved_at) OVER (PARTITION BY queue_name)
         FROM \(unescaped: action) WHERE state <> 1
         ORDER BY queue_name, pause_kind IS NULL, position
         """

@@ -49,6 +49,7 @@ extension PostgresTaskStorage {
             // What `pg_stat_activity.application_name` shows for the pool's connections (the feed's
             // show `taskbroker feed <schema>`).
             options.additionalStartupParameters = [("application_name", name)] + settings
+                + (configuration.readOnly ? [("default_transaction_read_only", "on")] : [])
             var clientConfiguration = PostgresClient.Configuration(
                 host: configuration.host, port: configuration.port, username: configuration.username,
                 password: configuration.password, database: configuration.database, tls: configuration.tls.client

@@ -66,7 +66,7 @@ public final class PostgresTaskStorage: TaskStorage {
         let schema = PostgresSchema(schema: configuration.schema)
         let connection = try await openConnection(configuration, id: 0)
         do {
-            try await schema.migrate(on: connection, logger: configuration.logger)
+            try await schema.migrate(on: connection, logger: configuration.logger, readOnly: configuration.readOnly)
         } catch {
             try? await connection.close()
             throw error
@@ -99,8 +99,11 @@ public final class PostgresTaskStorage: TaskStorage {
                 password: configuration.password, database: configuration.database, tls: try configuration.tls.connection()
             )
             connectionConfiguration.options.connectTimeout = .milliseconds(configuration.connectTimeout.milliseconds)
-            if let applicationName {
-                connectionConfiguration.options.additionalStartupParameters = [("application_name", applicationName)]
+            var parameters: [(String, String)] = []
+            if let applicationName { parameters.append(("application_name", applicationName)) }
+            if configuration.readOnly { parameters.append(("default_transaction_read_only", "on")) }
+            if !parameters.isEmpty {
+                connectionConfiguration.options.additionalStartupParameters = parameters
             }
             return try await PostgresConnection.connect(configuration: connectionConfiguration, id: id, logger: configuration.logger)
         } catch {
@@ -321,11 +324,12 @@ public final class PostgresTaskStorage: TaskStorage {
             try await withConnection { [self] connection in
                 var snapshots: [TaskQueueSnapshot] = []
                 let rows = try await connection.query(sql.snapshotQuery(), logger: logger)
-                for try await (name, pending, attempts, pauseKind, pauseUntil, reason, failedAt)
-                    in rows.decode((String, Int, Int32, Int16?, Double?, String?, Double?).self) {
+                for try await (name, pending, attempts, pauseKind, pauseUntil, reason, failedAt, oldest)
+                    in rows.decode((String, Int, Int32, Int16?, Double?, String?, Double?, Double?).self) {
                     snapshots.append(TaskQueueSnapshot(
                         name: name, pending: pending, pause: PostgresSchema.pause(kind: pauseKind, until: pauseUntil), attempts: Int(attempts),
-                        lastFailure: PostgresSchema.failure(reason: reason, at: failedAt)
+                        lastFailure: PostgresSchema.failure(reason: reason, at: failedAt),
+                        oldestSavedAt: oldest.map(Date.init(timeIntervalSince1970:))
                     ))
                 }
                 var deadLetters: [String: Int] = [:]

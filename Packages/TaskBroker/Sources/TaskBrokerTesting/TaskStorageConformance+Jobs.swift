@@ -171,6 +171,23 @@ extension TaskStorageConformance {
             let again = try await storage.acquireStarts(bucket: "prefix:mail-", limit: 3, period: .seconds(60), count: 2, now: now)
             try expect(again.granted == 1, "the start given back is granted again: \(again)")
         },
+        Check("the snapshot says when each queue's longest-waiting action was saved; a replacement keeps the time") { storage in
+            // Saved times come from the backend's clock (the server's on PostgreSQL): a minute either way.
+            let before = Date().addingTimeInterval(-60)
+            let saved = try await storage.save([task("a", "q1"), task("b", "q1"), task("c", "q2")])
+            let after = Date().addingTimeInterval(60)
+            let first = try await storage.snapshot()
+            guard let q1 = first.first(where: { $0.name == "q1" })?.oldestSavedAt,
+                  let q2 = first.first(where: { $0.name == "q2" })?.oldestSavedAt else {
+                throw TaskStorageConformanceFailure("every queue with pending actions has a saved time: \(first)")
+            }
+            try expect(q1 > before && q1 < after && q2 > before && q2 < after, "saved just now: \(q1), \(q2)")
+            _ = try await storage.save([task("a", "q1", payload: "a2")])
+            let replaced = try await storage.snapshot().first { $0.name == "q1" }?.oldestSavedAt
+            try expect(replaced == q1, "a replacement keeps the saved time: \(String(describing: replaced)) vs \(q1)")
+            try await settle(storage, [.completed(saved[2])])
+            try expect(try await storage.snapshot().first { $0.name == "q2" } == nil, "an emptied queue is not listed")
+        },
     ]
 
     /// The shared checks of what a job system adds.

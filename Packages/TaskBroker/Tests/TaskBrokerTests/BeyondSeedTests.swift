@@ -309,7 +309,8 @@ struct BeyondSeedTests {
         try await database.save([TestAction(key: "a", queueName: "h-q"), TestAction(key: "b", queueName: "h-q")])
         _ = await handler.started.values(count: 1)
         let snapshot = try await broker.snapshot()
-        #expect(snapshot == [TaskQueueSnapshot(name: "h-q", pending: 2, inFlight: "a", pause: nil, attempts: 0)])
+        #expect(snapshot.withoutSavedTimes == [TaskQueueSnapshot(name: "h-q", pending: 2, inFlight: "a", pause: nil, attempts: 0)])
+        #expect(snapshot.first?.oldestSavedAt != nil, "a queue with pending actions says since when")
         handler.release("a")
         handler.release("b")
         let events = await recorder.wait { $0.isSuccess("b") }
@@ -340,7 +341,7 @@ struct BeyondSeedTests {
         await shutdown.valueOrCancel
         // a finished and was deleted; b was never taken.
         #expect(handler.started.values == ["a"])
-        #expect(try await database.snapshot() == [TaskQueueSnapshot(name: "h-q", pending: 1)])
+        #expect(try await database.snapshot().withoutSavedTimes == [TaskQueueSnapshot(name: "h-q", pending: 1)])
     }
 
     @Test(arguments: Backend.allCases) func shutdownGivesUpOnAHandlerAfterTheTimeoutAndKeepsItsAction(_ backend: Backend) async throws {
@@ -358,7 +359,7 @@ struct BeyondSeedTests {
         await clock.sleepers(atLeast: 1)
         clock.advance(by: .seconds(10))
         await shutdown.valueOrCancel
-        #expect(try await database.snapshot() == [TaskQueueSnapshot(name: "h-q", pending: 1)])
+        #expect(try await database.snapshot().withoutSavedTimes == [TaskQueueSnapshot(name: "h-q", pending: 1)])
         handler.release("stuck")
     }
 

@@ -59,7 +59,7 @@ struct LifetimeTests {
         await shutdown.valueOrCancel
         #expect(handler.cancelled.values == ["long"])
         #expect(handler.started.values == ["long"], "nothing new started during the shutdown")
-        #expect(try await database.snapshot() == [TaskQueueSnapshot(name: "h-q", pending: 2, attempts: 0)])
+        #expect(try await database.snapshot().withoutSavedTimes == [TaskQueueSnapshot(name: "h-q", pending: 2, attempts: 0)])
     }
 
     @Test func aBrokerRunAsAServiceRunsInTheCallersTaskAndStopsWithIt() async throws {

@@ -48,6 +48,11 @@ public final class TaskDatabase: Sendable {
         /// ``TaskBrokerError/Code/databaseNotFound`` and nothing is created (for tools that
         /// inspect a worker's file).
         public var createsMissingFile: Bool
+        /// Whether the file is opened for reading only (`false` by default; for tools that inspect
+        /// a worker's file): every write fails with `.storageFailed` and nothing is written, not
+        /// even a migration. A missing file is `.databaseNotFound`; a file an older TaskBroker wrote
+        /// is `.incompatibleSchema` until a read-write open migrates it.
+        public var readOnly: Bool
 
         /// Creates a configuration; every field has a default.
         ///
@@ -55,10 +60,12 @@ public final class TaskDatabase: Sendable {
         ///   - synchronous: How durable a commit is.
         ///   - busyTimeout: How long a write waits for another process's lock, in seconds.
         ///   - createsMissingFile: Whether a missing file is created; `false` opens existing files only.
-        public init(synchronous: Synchronous = .full, busyTimeout: TimeInterval = 5, createsMissingFile: Bool = true) {
+        ///   - readOnly: Whether the file is opened for reading only.
+        public init(synchronous: Synchronous = .full, busyTimeout: TimeInterval = 5, createsMissingFile: Bool = true, readOnly: Bool = false) {
             self.synchronous = synchronous
             self.busyTimeout = busyTimeout
             self.createsMissingFile = createsMissingFile
+            self.readOnly = readOnly
         }
     }
 

@@ -26,6 +26,10 @@ public struct TaskQueueSnapshot: Sendable, Hashable {
     /// Whether an operator paused the queue (``TaskDatabase/pauseQueues(_:)``); a failure's pause
     /// is ``pause``.
     public var pausedByOperator: Bool
+    /// When the longest-waiting of the queue's pending actions was saved (a replacement keeps the
+    /// time of the save it replaced): how long the queue has kept work waiting. `nil` for a queue
+    /// with no pending action, or whose actions were all saved before the schema recorded it.
+    public var oldestSavedAt: Date?
 
     /// The wall-clock time a timed retry is due, or `nil` when not paused on a timer.
     public var pausedUntil: Date? {
@@ -45,9 +49,11 @@ public struct TaskQueueSnapshot: Sendable, Hashable {
     ///   - lastFailure: The last failed run of the queue's head.
     ///   - deadLetters: How many of the queue's actions are dead letters.
     ///   - pausedByOperator: Whether an operator paused the queue.
+    ///   - oldestSavedAt: When its longest-waiting pending action was saved.
     public init(
         name: String, pending: Int, inFlight: String? = nil, pause: TaskPause? = nil, attempts: Int = 0,
-        storageFailure: String? = nil, lastFailure: TaskFailure? = nil, deadLetters: Int = 0, pausedByOperator: Bool = false
+        storageFailure: String? = nil, lastFailure: TaskFailure? = nil, deadLetters: Int = 0, pausedByOperator: Bool = false,
+        oldestSavedAt: Date? = nil
     ) {
         self.name = name
         self.pending = pending
@@ -58,5 +64,6 @@ public struct TaskQueueSnapshot: Sendable, Hashable {
         self.lastFailure = lastFailure
         self.deadLetters = deadLetters
         self.pausedByOperator = pausedByOperator
+        self.oldestSavedAt = oldestSavedAt
     }
 }

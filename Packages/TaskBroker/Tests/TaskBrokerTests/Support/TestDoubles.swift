@@ -157,3 +157,14 @@ extension TaskBrokerEvent {
         return false
     }
 }
+
+extension [TaskQueueSnapshot] {
+    /// The snapshots without their saved times (which the clock decides), for comparisons.
+    var withoutSavedTimes: [TaskQueueSnapshot] {
+        map { snapshot in
+            var snapshot = snapshot
+            snapshot.oldestSavedAt = nil
+            return snapshot
+        }
+    }
+}

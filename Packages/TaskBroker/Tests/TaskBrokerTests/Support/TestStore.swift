@@ -41,12 +41,14 @@ final class TestStore: Sendable {
     var path: String { directory.path("tasks.sqlite") }
 
     /// Opens the store: a new `TaskDatabase` on the same file or schema each time.
-    func open(leaseDuration: Duration = .seconds(10)) async throws -> TaskDatabase {
+    func open(leaseDuration: Duration = .seconds(10), readOnly: Bool = false) async throws -> TaskDatabase {
         switch backend {
         case .sqlite:
-            return try await TaskDatabase.sqlite(path: path)
+            return try await TaskDatabase.sqlite(path: path, configuration: .init(readOnly: readOnly))
         case .postgres:
-            return try await TaskDatabase.postgres(configuration: try postgresConfiguration(leaseDuration: leaseDuration))
+            var configuration = try postgresConfiguration(leaseDuration: leaseDuration)
+            configuration.readOnly = readOnly
+            return try await TaskDatabase.postgres(configuration: configuration)
         }
     }
 

@@ -4,7 +4,7 @@ import QueuePersistence
 extension SQLiteTaskStorage {
     /// TaskBroker's tables in a shared file: migrations named `taskbroker-…`.
     static var schema: SQLiteSchema {
-        SQLiteSchema(owner: "TaskBroker", migrator: migrator, migrationPrefix: "taskbroker-", version: 7)
+        SQLiteSchema(owner: "TaskBroker", migrator: migrator, migrationPrefix: "taskbroker-", version: 8)
     }
 
     /// The schema history. Add migrations; never edit a shipped one.
@@ -119,6 +119,12 @@ extension SQLiteTaskStorage {
                 CREATE TABLE taskbroker_rate_start (bucket TEXT NOT NULL, at REAL NOT NULL);
                 CREATE INDEX taskbroker_rate_start_by_bucket ON taskbroker_rate_start(bucket, at);
                 """)
+        }
+        // When each action was saved (seconds since 1970; a replacement keeps it, a save over a
+        // completed action starts anew): a queue's oldest pending action, for operators. Existing
+        // rows have none (NULL).
+        migrator.registerMigration("taskbroker-v8-saved-at") { db in
+            try db.execute(sql: "ALTER TABLE taskbroker_action ADD COLUMN saved_at REAL")
         }
         return migrator
     }

@@ -26,12 +26,13 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
     /// Opens the file through QueuePersistence's ``SQLiteStore`` (WAL, `synchronous` on the
     /// writer, busy timeout, migrations, refusal of newer files, clear errors for corrupt ones).
     static func open(path: String, configuration: TaskDatabase.Configuration) async throws -> SQLiteTaskStorage {
-        let options = SQLiteDatabaseOptions(
+        var options = SQLiteDatabaseOptions(
             synchronous: configuration.synchronous.storeValue,
             busyTimeout: Duration(timeInterval: configuration.busyTimeout),
             createsMissingFile: configuration.createsMissingFile,
             label: "TaskBroker"
         )
+        options.readOnly = configuration.readOnly
         do {
             let store = try SQLiteStore(path: path, options: options, schema: schema)
             return SQLiteTaskStorage(pool: store.pool, path: path)
@@ -181,8 +182,8 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
                 for row in try Row.fetchAll(db, sql: """
                     WITH live AS (SELECT * FROM taskbroker_action WHERE \(Self.isReady))
                     SELECT a.queue_name AS queue_name, counts.pending AS pending, a.attempts AS attempts,
-                           a.last_failure AS last_failure, a.failed_at AS failed_at
-                    FROM (SELECT queue_name, count(*) AS pending, min(position) AS head
+                           a.last_failure AS last_failure, a.failed_at AS failed_at, counts.oldest AS oldest
+                    FROM (SELECT queue_name, count(*) AS pending, min(position) AS head, min(saved_at) AS oldest
                           FROM live GROUP BY queue_name) AS counts
                     JOIN live a ON a.queue_name = counts.queue_name AND a.position = counts.head
                     ORDER BY a.queue_name
@@ -194,7 +195,8 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
                         name: name, pending: try row.decode(forColumn: "pending"), attempts: try row.decode(forColumn: "attempts"),
                         lastFailure: try Self.failure(
                             reason: try row.decode(forColumn: "last_failure"), at: try row.decode(forColumn: "failed_at")
-                        )
+                        ),
+                        oldestSavedAt: (try row.decode(Double?.self, forColumn: "oldest")).map(Date.init(timeIntervalSince1970:))
                     )
                 }
                 for row in try Row.fetchAll(
@@ -225,12 +227,15 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
 
     static func save(_ tasks: [NewTask], in db: Database) throws -> [StoredTask] {
         var sequence = try Int64.fetchOne(db, sql: "SELECT value FROM taskbroker_sequence WHERE id = 1") ?? 0
+        let savedAt = Date().timeIntervalSince1970
         var stored: [StoredTask] = []
         stored.reserveCapacity(tasks.count)
         let statement = try db.cachedStatement(sql: """
-            INSERT INTO taskbroker_action (collection, key, queue_name, position, revision, payload, not_before, priority)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO taskbroker_action (collection, key, queue_name, position, revision, payload, not_before, priority, saved_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (collection, key) DO UPDATE SET
+                saved_at = CASE WHEN EXISTS (SELECT 1 FROM taskbroker_done d WHERE d.revision = taskbroker_action.revision)
+                    THEN excluded.saved_at ELSE taskbroker_action.saved_at END,
                 queue_name = excluded.queue_name, revision = excluded.revision, payload = excluded.payload,
                 not_before = excluded.not_before, priority = excluded.priority, state = 0,
                 attempts = 0, pause_kind = 0, pause_until = NULL, last_failure = NULL, failed_at = NULL,
@@ -245,7 +250,7 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
                 statement,
                 arguments: [
                     task.collection, task.key, task.queueName, sequence, sequence, task.payload,
-                    task.notBefore?.timeIntervalSince1970, task.priority,
+                    task.notBefore?.timeIntervalSince1970, task.priority, savedAt,
                 ]
             ) ?? sequence
             stored.append(StoredTask(
