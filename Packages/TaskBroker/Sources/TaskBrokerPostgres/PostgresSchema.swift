@@ -25,12 +25,12 @@ import TaskBroker
 ///   1970), when it was recorded (server time), the key of its action, and the next tick and the
 ///   recurrence as the last scheduler that ran it described them.
 /// - `rate_start`: one row per start recorded in a rate limit's bucket, at its time (the server's
-///   clock, seconds since 1970); rows older than their limit's window are deleted when the
-///   bucket is next asked.
+///   clock, seconds since 1970) and when it leaves the limit's window (`expires_at`); any request
+///   for starts deletes the rows that left their windows, of every bucket.
 /// - `meta`: the schema version.
 struct PostgresSchema: Sendable {
     /// The schema version this code writes; a database with a newer one is refused.
-    static let version: Int64 = 8
+    static let version: Int64 = 9
 
     let schema: String
     let action: String
@@ -129,6 +129,12 @@ struct PostgresSchema: Sendable {
                 "CREATE INDEX IF NOT EXISTS action_dead_letters ON \(action) (queue_name, position) WHERE state = 1",
                 // Queues an operator paused (`pauseQueues`): no claim takes them, no finish claims their next head.
                 "ALTER TABLE \(queue) ADD COLUMN IF NOT EXISTS paused boolean NOT NULL DEFAULT false",
+            ],
+            // Version 9: when each recorded start leaves its limit's window (`expires_at`): any
+            // request deletes every bucket's expired starts (see `rate_start` above).
+            9: [
+                "ALTER TABLE \(rateStart) ADD COLUMN IF NOT EXISTS expires_at double precision",
+                "CREATE INDEX IF NOT EXISTS rate_start_by_expiry ON \(rateStart) (expires_at)",
             ],
             // Version 8: when each action was saved (`saved_at`, the server's clock, seconds since
             // 1970; NULL for rows saved before): a queue's oldest pending action, for operators. A

@@ -25,6 +25,10 @@ extension PostgresTaskStorage {
             try await connection.execute(
                 "DELETE FROM \(unescaped: sql.rateStart) WHERE bucket = \(bucket) AND at <= \(now - periodSeconds + RateWindow.tolerance)", logger: logger
             )
+            // Every bucket's starts that left their windows (those of buckets no one asks again).
+            try await connection.execute(
+                "DELETE FROM \(unescaped: sql.rateStart) WHERE expires_at <= \(now + RateWindow.tolerance)", logger: logger
+            )
             var window = RateWindow(used: 0, oldest: nil, now: now, limit: limit, period: periodSeconds)
             for try await (used, oldest) in try await connection.query(
                 "SELECT count(*)::bigint, min(at) FROM \(unescaped: sql.rateStart) WHERE bucket = \(bucket)", logger: logger
@@ -35,7 +39,7 @@ extension PostgresTaskStorage {
             let grant = window.grant(count)
             if grant.granted > 0 {
                 try await connection.execute(
-                    "INSERT INTO \(unescaped: sql.rateStart) (bucket, at) SELECT \(bucket), \(now) FROM generate_series(1, \(grant.granted))",
+                    "INSERT INTO \(unescaped: sql.rateStart) (bucket, at, expires_at) SELECT \(bucket), \(now), \(now + periodSeconds) FROM generate_series(1, \(grant.granted))",
                     logger: logger
                 )
             }

@@ -1,5 +1,6 @@
 import AsyncPrimitivesTesting
 import Foundation
+import GRDB
 import TaskBroker
 import Testing
 
@@ -90,5 +91,20 @@ struct RateLimitTests {
         } throws: { error in
             (error as? TaskBrokerError)?.code == .invalidArgument && "\(error)".contains("Two rate limits")
         }
+    }
+
+    /// A limit per queue over queue names used once: each name's starts are deleted once they
+    /// leave the window, whichever bucket is asked next (the table does not grow with the names).
+    @Test func startsThatLeftTheirWindowAreDeletedWhicheverBucketIsAsked() async throws {
+        let store = try TestStore(.sqlite)
+        let database = try await store.open()
+        let storage = database.storage
+        for index in 0..<50 {
+            _ = try await storage.acquireStarts(bucket: "queue:api-\(index)", limit: 2, period: .seconds(10), count: 2, now: start)
+        }
+        let rows = { try await database.write { tx in try Int.fetchOne(tx.db, sql: "SELECT count(*) FROM taskbroker_rate_start") ?? -1 } }
+        #expect(try await rows() == 100)
+        _ = try await storage.acquireStarts(bucket: "queue:api-new", limit: 2, period: .seconds(10), count: 1, now: start.addingTimeInterval(10))
+        #expect(try await rows() == 1, "only the new bucket's start is left")
     }
 }

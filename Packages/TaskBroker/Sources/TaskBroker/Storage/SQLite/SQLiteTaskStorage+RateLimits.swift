@@ -9,6 +9,8 @@ extension SQLiteTaskStorage {
             let time = now.timeIntervalSince1970
             let windowStart = time - period.timeInterval + RateWindow.tolerance
             try db.execute(sql: "DELETE FROM taskbroker_rate_start WHERE bucket = ? AND at <= ?", arguments: [bucket, windowStart])
+            // Every bucket's starts that left their windows (those of buckets no one asks again).
+            try db.execute(sql: "DELETE FROM taskbroker_rate_start WHERE expires_at <= ?", arguments: [time + RateWindow.tolerance])
             let row = try Row.fetchOne(
                 db, sql: "SELECT count(*) AS used, min(at) AS oldest FROM taskbroker_rate_start WHERE bucket = ?",
                 arguments: [bucket]
@@ -16,9 +18,9 @@ extension SQLiteTaskStorage {
             let grant = RateWindow(
                 used: row?["used"] ?? 0, oldest: row?["oldest"], now: time, limit: limit, period: period.timeInterval
             ).grant(count)
-            let insert = try db.cachedStatement(sql: "INSERT INTO taskbroker_rate_start (bucket, at) VALUES (?, ?)")
+            let insert = try db.cachedStatement(sql: "INSERT INTO taskbroker_rate_start (bucket, at, expires_at) VALUES (?, ?, ?)")
             for _ in 0..<grant.granted {
-                try insert.execute(arguments: [bucket, time])
+                try insert.execute(arguments: [bucket, time, time + period.timeInterval])
             }
             return grant
         }

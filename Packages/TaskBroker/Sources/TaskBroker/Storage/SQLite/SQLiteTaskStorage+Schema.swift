@@ -4,7 +4,7 @@ import QueuePersistence
 extension SQLiteTaskStorage {
     /// TaskBroker's tables in a shared file: migrations named `taskbroker-…`.
     static var schema: SQLiteSchema {
-        SQLiteSchema(owner: "TaskBroker", migrator: migrator, migrationPrefix: "taskbroker-", version: 8)
+        SQLiteSchema(owner: "TaskBroker", migrator: migrator, migrationPrefix: "taskbroker-", version: 9)
     }
 
     /// The schema history. Add migrations; never edit a shipped one.
@@ -125,6 +125,15 @@ extension SQLiteTaskStorage {
         // rows have none (NULL).
         migrator.registerMigration("taskbroker-v8-saved-at") { db in
             try db.execute(sql: "ALTER TABLE taskbroker_action ADD COLUMN saved_at REAL")
+        }
+        // When each recorded start leaves its limit's window (`expires_at`, seconds since 1970):
+        // any request deletes every bucket's expired starts, so that a bucket no broker asks again
+        // (a limit per queue, over queue names used once) does not keep its rows for ever.
+        migrator.registerMigration("taskbroker-v9-rate-start-expiry") { db in
+            try db.execute(sql: """
+                ALTER TABLE taskbroker_rate_start ADD COLUMN expires_at REAL;
+                CREATE INDEX taskbroker_rate_start_by_expiry ON taskbroker_rate_start(expires_at);
+                """)
         }
         return migrator
     }
