@@ -119,4 +119,14 @@ struct TaskSchedulerTests {
             (error as? TaskBrokerError)?.code == .invalidArgument
         }
     }
+
+    /// A backend without schedules says so at once instead of retrying for ever.
+    @Test func aBackendWithoutSchedulesIsRefusedAtOnce() async throws {
+        let store = try TestStore(.sqlite)
+        let database = TaskDatabase(storage: GatedStorage(try await store.open().storage, holdingReadsOf: []))
+        let scheduler = try TaskScheduler(database: database, schedules: [try Self.every(5)])
+        await #expect { try await scheduler.run() } throws: { error in
+            (error as? TaskBrokerError)?.code == .unsupported
+        }
+    }
 }

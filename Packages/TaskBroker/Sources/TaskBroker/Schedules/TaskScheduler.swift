@@ -86,7 +86,8 @@ public final class TaskScheduler: Service, Sendable {
 
     /// Runs the schedules until the task is cancelled or a graceful shutdown begins.
     ///
-    /// - Throws: Nothing in practice: storage failures are retried; cancellation ends the run.
+    /// - Throws: ``TaskBrokerError`` with code `.unsupported` for a backend without schedules;
+    ///   other storage failures are retried, and cancellation ends the run.
     public func run() async throws {
         defer { broadcaster.finish() }
         do {
@@ -115,6 +116,8 @@ public final class TaskScheduler: Service, Sendable {
                 try await storage.registerSchedules(plan.states())
                 break
             } catch let error where !(error is CancellationError) {
+                // A backend without schedules will not grow them: said at once, not retried.
+                if (error as? TaskBrokerError)?.code == .unsupported { throw error }
                 failures += 1
                 let delay = configuration.storageRetryBackoff.delay(afterFailures: failures)
                 logger.warning("could not read the stored schedules; trying again", metadata: ["error": "\(error)", "retryIn": "\(delay)"])
@@ -145,6 +148,7 @@ public final class TaskScheduler: Service, Sendable {
                         broadcaster.yield(.recordedElsewhere(tick))
                     }
                 } catch let error where !(error is CancellationError) {
+                    if (error as? TaskBrokerError)?.code == .unsupported { throw error }
                     let delay = plan.failed(index, now: now) { configuration.storageRetryBackoff.delay(afterFailures: $0) }
                     logger.warning("could not record a tick; trying again", metadata: ["tick": "\(tick)", "error": "\(error)", "retryIn": "\(delay)"])
                     broadcaster.yield(.failed(tick, message: "\(error)", retryIn: delay))
