@@ -27,6 +27,28 @@ struct BrokerStateMachineRereadTests {
         #expect(h.send(.stored([.success(a2)])).claims == [["c"]], "c runs")
     }
 
+    /// A run whose handler got to start too late for its claim (the process stalled between the
+    /// decision and the start) does not run: the queue gives its slot back, is read again and its
+    /// head claimed anew, and the run ends as a lost lease. (The PostgreSQL stall test once saw
+    /// such a run start on the stalled worker while the taker ran the queue.)
+    @Test func aRunThatStartsTooLateForItsClaimIsClaimedAgain() throws {
+        var h = MachineHarness(maxConcurrentQueues: 1, claimsHeads: true)
+        let a = h.entry("a", "q")
+        let b = h.entry("b", "q2")
+        _ = h.send(.start(["q", "q2"]))
+        #expect(h.send(MachineHarness.loaded("q", [a]), MachineHarness.loaded("q2", [b])).claims == [["a"]])
+        #expect(h.send(.claimed([a.task], results: [.granted])).runs == ["a"])
+        let late = h.send(.notStarted([a.task]))
+        #expect(late.events == [.leaseLost(queueName: "q", key: "a", collection: a.task.collection)])
+        #expect(late.loads == [["q"]], "the queue is read again")
+        #expect(late.claims == [["b"]], "its slot went to the next queue")
+        _ = h.send(.claimed([b.task], results: [.granted]))
+        _ = h.send(.stored([.success(b)]))
+        #expect(h.send(MachineHarness.loaded("q", [a])).claims == [["a"]], "claimed anew once read")
+        // Another version of the head (or none) in flight: a late report about `a` changes nothing.
+        #expect(h.send(.notStarted([b.task])).events.isEmpty)
+    }
+
     /// A claim that finds the head changed (another worker ran it meanwhile) reads the queue again.
     /// The queue had its turn in the line: once read, it goes first, not behind every queue that
     /// became ready meanwhile. At the back, a takeover after a lease expired (whose claim finds the

@@ -20,7 +20,16 @@ extension BrokerEngine {
         let timeout = configuration.actionTimeout.map { max($0, .nanoseconds(1)) }
         let retryBackoff = configuration.retryBackoff
         let context = TaskContext(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.nextAttempt)
+        // Shared backends: a run decided on a claim younger than a quarter of the lease (see
+        // `claimLifetime`) that only gets to start much later (the process stalled in between: a
+        // paused VM, SIGSTOP) may hold a lease another worker took meanwhile. Not started then.
+        let staleAfter: Duration? = storage.isShared ? leaseDuration / 4 : nil
+        let mailbox = self.mailbox
         return { launch in
+            if let staleAfter, time.elapsed() - now > staleAfter {
+                mailbox.post(.notStarted([task]))
+                return
+            }
             // The handler's result, or the timeout's: whichever comes first is the outcome.
             let once = OnceFlag()
             let deliver: @Sendable (TaskResult, String?) -> Void = { result, reason in

@@ -64,6 +64,9 @@ extension BrokerStateMachine {
         case startsGranted(String, granted: Int, retryAfter: Duration?, at: Date)
         /// Asking storage for starts failed.
         case startsFailed(String, message: String)
+        /// These heads were to run, but their handlers got to start too late for their claims
+        /// (the process stalled in between): they did not run.
+        case notStarted([StoredTask])
     }
 
     /// What to do.

@@ -258,6 +258,24 @@ extension BrokerStateMachine {
         out.append(.emit(.storageFailed(operation: .claim, queueNames: released, message: message, retryIn: delay)))
     }
 
+    /// Runs whose handlers were to start on claims grown too old (the process stalled between
+    /// the decision and the start): they did not run. As with a claim answered too long ago, the
+    /// queue is read again and its head claimed anew (the lease may be another worker's now);
+    /// reported as a lease lost, which ends the run's `started`.
+    mutating func notStarted(_ tasks: [StoredTask], into out: inout [Output]) {
+        for task in tasks {
+            guard var state = queues.removeValue(forKey: task.queueName) else { continue }
+            if state.inFlight, state.holds(task) {
+                endFlight(&state)
+                // A lease reported lost meanwhile: no outcome will come to clear the mark.
+                state.released = false
+                readAgain(&state, task.queueName)
+                out.append(.emit(.leaseLost(queueName: task.queueName, key: task.key, collection: task.collection)))
+            }
+            queues[task.queueName] = state
+        }
+    }
+
     mutating func claimFailed(_ heads: [StoredTask], message: String, into out: inout [Output]) {
         let delay = backoff(after: .claim)
         var names: [String] = []

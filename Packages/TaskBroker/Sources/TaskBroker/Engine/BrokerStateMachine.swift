@@ -300,6 +300,8 @@ struct BrokerStateMachine {
             startsGranted(key, granted: granted, retryAfter: retryAfter, at: at, into: &out)
         case .startsFailed(let key, let message):
             startsFailed(key, message: message, into: &out)
+        case .notStarted(let tasks):
+            notStarted(tasks, into: &out)
         case .leaseLost(let queueNames):
             for queueName in queueNames {
                 leaseLost(queueName, into: &out)
