@@ -20,10 +20,10 @@ extension BrokerEngine {
         let timeout = configuration.actionTimeout.map { max($0, .nanoseconds(1)) }
         let retryBackoff = configuration.retryBackoff
         let context = TaskContext(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.nextAttempt)
-        // Shared backends: a run decided on a claim younger than a quarter of the lease (see
-        // `claimLifetime`) that only gets to start much later (the process stalled in between: a
-        // paused VM, SIGSTOP) may hold a lease another worker took meanwhile. Not started then.
-        let staleAfter: Duration? = storage.isShared ? leaseDuration / 4 : nil
+        // Shared backends: a run decided on a young claim that only gets to start much later (the
+        // process stalled in between: a paused VM, SIGSTOP) may hold a lease another worker took
+        // meanwhile. Not started then.
+        let staleAfter: Duration? = storage.isShared ? claimLifetime : nil
         let mailbox = self.mailbox
         return { launch in
             if let staleAfter, time.elapsed() - now > staleAfter {

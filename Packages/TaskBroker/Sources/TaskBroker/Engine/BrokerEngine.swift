@@ -118,6 +118,13 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         storage.leaseDuration ?? configuration.leaseDuration
     }
 
+    /// How old a claim may be for its head to start on it (shared backends): a quarter of the
+    /// lease. Checked when the claim's answer is handled (`BrokerStateMachine.Configuration`) and
+    /// again when the handler starts (``makeRun(_:next:)``).
+    var claimLifetime: Duration {
+        leaseDuration / 4
+    }
+
     func accepts(_ queueName: String) -> Bool {
         claimFilter(queueName)
     }
@@ -177,7 +184,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 claimsHeads: !(storage is any UnclaimedHeads),
                 storageBackoff: configuration.storageRetryBackoff,
                 nextHeadLifetime: leaseDuration / 12,
-                claimLifetime: leaseDuration / 4,
+                claimLifetime: claimLifetime,
                 sharingLifetime: leaseDuration,
                 askInterval: leaseDuration / 3,
                 readsAheadBelow: max(1, configuration.readAhead) / 2,

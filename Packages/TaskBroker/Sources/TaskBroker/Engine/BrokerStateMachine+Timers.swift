@@ -100,7 +100,7 @@ extension BrokerStateMachine {
     /// run; a head saved to run later wakes the broker when its time comes.
     mutating func markReady(_ queueName: String, first: Bool = false) {
         // A queue waiting for a start of its rate limit goes back to the line when it gets one.
-        guard !ready.contains(queueName), !rate.waiting.contains(queueName) else { return }
+        guard !ready.contains(queueName), rate.isEmpty || !rate.waiting.contains(queueName) else { return }
         let reads = phase == .running
         let dueBy = dueBy
         let (runnable, refills, priority, later) = inPlace(queueName) { state -> (Bool, Bool, Int, Date?) in
