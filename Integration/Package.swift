@@ -72,6 +72,13 @@ let package = Package(
         // The tool's commands and argument parsing, for the fuzz targets (`Fuzz/`).
         .library(name: "QueuekitCLI", targets: ["QueuekitCLI"]),
     ],
+    // `--database postgres://…` (and `demo-cluster`) are compiled in with the trait `Postgres`, on by
+    // default. `make demo` builds the tool without it (`--disable-default-traits`): the embedded
+    // SQLite demo then compiles no SwiftNIO, swift-crypto or postgres-nio.
+    traits: [
+        .trait(name: "Postgres", description: "queuekit on a PostgreSQL database (postgres-nio) besides SQLite."),
+        .default(enabledTraits: ["Postgres"]),
+    ],
     dependencies: [
         .package(path: "../Packages/AsyncPrimitives"),
         .package(path: "../Packages/QueueCore"),
@@ -105,12 +112,12 @@ let package = Package(
                 .product(name: "QueueRetry", package: "QueueRetry"),
                 .product(name: "TaskBroker", package: "TaskBroker"),
                 // `--database postgres://…`: the same commands on a PostgreSQL shared by workers.
-                .product(name: "TaskBrokerPostgres", package: "TaskBroker"),
+                .product(name: "TaskBrokerPostgres", package: "TaskBroker", condition: .when(traits: ["Postgres"])),
                 // The demo keeps its own bookkeeping row in the broker's database (SQLite through
                 // GRDB, PostgreSQL through postgres-nio), written in the same transactions as the
                 // actions it enqueues.
                 .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
             ]
         ),
         .testTarget(

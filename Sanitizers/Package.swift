@@ -10,6 +10,11 @@ import PackageDescription
 let package = Package(
     name: "Sanitizers",
     platforms: [.macOS(.v15)],
+    // QueuekitCLI's sources compile their PostgreSQL parts under this trait (Integration's own).
+    traits: [
+        .trait(name: "Postgres", description: "queuekit on a PostgreSQL database besides SQLite."),
+        .default(enabledTraits: ["Postgres"]),
+    ],
     dependencies: [
         .package(path: "../Packages/AsyncPrimitives"),
         .package(path: "../Packages/QueueCore"),

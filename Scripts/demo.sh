@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 Scripts/setup.sh
-bin="$(Scripts/build-queuekit.sh)"
+# The embedded SQLite demo needs no PostgreSQL: the tool is built without it, so the first build
+# compiles no SwiftNIO, swift-crypto or postgres-nio (`make demo-cluster` builds it with them).
+bin="$(Scripts/build-queuekit.sh --disable-default-traits)"
 echo "=== queuekit demo $*"
 exec "$bin" demo "$@"

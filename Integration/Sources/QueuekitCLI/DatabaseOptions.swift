@@ -2,14 +2,18 @@ import ArgumentParser
 import Foundation
 import GRDB
 import TaskBroker
+#if Postgres
 import TaskBrokerPostgres
+#endif
 
 /// Where `--database` says the queues live.
 enum DatabaseLocation: Sendable {
     /// An embedded SQLite file: one process at a time works on it.
     case sqlite(path: String)
+    #if Postgres
     /// A PostgreSQL server: any number of worker processes share its queues.
     case postgres(TaskDatabase.PostgresConfiguration, url: String)
+    #endif
 
     /// Reads `sqlite:PATH` or `postgres://user:password@host:port/database?schema=…&lease=…`.
     init(parsing text: String) throws(QueuekitError) {
@@ -20,12 +24,20 @@ enum DatabaseLocation: Sendable {
             }
             self = .sqlite(path: path)
         } else if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
+            #if Postgres
             do {
                 self = .postgres(try TaskDatabase.PostgresConfiguration(url: text), url: text)
             } catch {
                 let reason = (error as? TaskBrokerError)?.message ?? "\(error)"
                 throw QueuekitError("--database \(Self.redacted(text)): \(reason)", exitCode: 64)
             }
+            #else
+            throw QueuekitError(
+                "--database \(Self.redacted(text)): this queuekit was built for SQLite only (as `make demo` builds it); "
+                    + "build it with PostgreSQL: swift build -c release --package-path Integration --product queuekit",
+                exitCode: 64
+            )
+            #endif
         } else {
             throw QueuekitError(
                 "--database expects sqlite:PATH or postgres://USER@HOST/DATABASE (got '\(Self.redacted(text))').",
@@ -38,13 +50,18 @@ enum DatabaseLocation: Sendable {
     var description: String {
         switch self {
         case .sqlite(let path): path
+        #if Postgres
         case .postgres(_, let url): Self.redacted(url)
+        #endif
         }
     }
 
     /// Whether several worker processes may share the queues.
     var isShared: Bool {
-        if case .postgres = self { true } else { false }
+        #if Postgres
+        if case .postgres = self { return true }
+        #endif
+        return false
     }
 
     /// `text` with the password of a URL replaced by `***`.
@@ -87,9 +104,11 @@ struct DatabaseOptions: ParsableArguments {
         switch try location() {
         case .sqlite(let path):
             return try await Self.openSQLite(path: path, create: create && !readOnly, readOnly: readOnly)
+        #if Postgres
         case .postgres(var configuration, let url):
             configuration.readOnly = readOnly
             return try await Self.openPostgres(configuration, url: url)
+        #endif
         }
     }
 
@@ -117,6 +136,7 @@ struct DatabaseOptions: ParsableArguments {
         }
     }
 
+    #if Postgres
     private static func openPostgres(_ configuration: TaskDatabase.PostgresConfiguration, url: String) async throws -> Store {
         let location = DatabaseLocation.postgres(configuration, url: url)
         do {
@@ -126,4 +146,5 @@ struct DatabaseOptions: ParsableArguments {
             throw QueuekitError("cannot open \(location.description): \(Store.describe(error))")
         }
     }
+    #endif
 }

@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
+#if Postgres
 import TaskBrokerPostgres
+#endif
 
 /// `queuekit demo-cluster`: the demo's workload on PostgreSQL, run by several `queuekit work`
 /// processes; one is SIGKILLed halfway, and the summary shows the others taking its queues over.
@@ -149,8 +151,12 @@ struct DemoCluster: AsyncParsableCommand {
     }
 
     private func leaseDescription() -> String {
+        #if Postgres
         guard case .postgres(let configuration, _) = try? options.location() else { return "?" }
         return "\(format(configuration.leaseDuration.seconds)) s"
+        #else
+        return "?"
+        #endif
     }
 
     private func format(_ seconds: Double) -> String {

@@ -1,3 +1,4 @@
+#if Postgres
 import PostgresNIO
 import TaskBroker
 import TaskBrokerPostgres
@@ -108,3 +109,4 @@ struct PostgresBackend: StoreBackend {
         }
     }
 }
+#endif
