@@ -105,11 +105,13 @@ up() {
     as_owner "$bin/initdb" -D "$dir/data" -U "$user" --pwfile="$dir/pwfile" \
         --auth-local=scram-sha-256 --auth-host=scram-sha-256 -E UTF8 --locale=C >"$dir/initdb.log" 2>&1 \
         || { cat "$dir/initdb.log" >&2; die "initdb failed"; }
+    # 800 connections: Swift Testing runs TaskBroker's suites side by side, each PostgreSQL test
+    # database with up to 9 (three pools and a listener); the suite peaked at 395 of 400.
     cat >>"$dir/data/postgresql.conf" <<EOF
 listen_addresses = '127.0.0.1'
 port = $port
 unix_socket_directories = '$dir'
-max_connections = 400
+max_connections = 800
 fsync = on
 synchronous_commit = on
 shared_buffers = 128MB

@@ -36,6 +36,11 @@
 //     queues crash-rate-…, until its stdin closes. stdout: "ready", then "start <key> <ms>" as
 //     each action starts (milliseconds since 1970, this machine's clock).
 //
+//   TaskBrokerCrashHelper pg-parallel <postgres url> <schema>
+//     Runs the broker "crash" on PostgreSQL (lease 2 s, 8 plain parallel actions at once) until its
+//     stdin closes. stdout: "ready", then "start <key>" and "done <key>" around each run (2–10 ms),
+//     and "stored <key>" once its success is stored.
+//
 //   TaskBrokerCrashHelper forward <upstream port> <pattern>
 //     A TCP forwarder on 127.0.0.1 to the upstream port that freezes (see FreezingForwarder) once
 //     a client sends <pattern>. stdout: "listening <port>", then "frozen". Exits when stdin closes.
@@ -108,6 +113,16 @@ final class ServeHandler: AsyncTaskQueueHandler {
 final class StartReportingHandler: AsyncTaskQueueHandler {
     func handle(_ action: CrashAction, context _: TaskContext) async -> TaskResult {
         say("start \(action.key) \(Int64(Date().timeIntervalSince1970 * 1000))")
+        return .success
+    }
+}
+
+/// Says when each run starts and ends; each takes 2–10 ms.
+final class RunReportingHandler: AsyncTaskQueueHandler {
+    func handle(_ action: CrashAction, context _: TaskContext) async -> TaskResult {
+        say("start \(action.key)")
+        try? await Task.sleep(for: .milliseconds(Int.random(in: 2...10)))
+        say("done \(action.key)")
         return .success
     }
 }
@@ -219,6 +234,27 @@ if arguments.count == 4, arguments[1] == "pg-rate" {
             database: try await TaskDatabase.postgres(configuration: configuration), name: "crash", handler: StartReportingHandler(),
             configuration: brokerConfiguration
         )
+    }
+}
+if arguments.count == 4, arguments[1] == "pg-parallel" {
+    await serveUntilStdinCloses {
+        var configuration = try TaskDatabase.PostgresConfiguration(url: arguments[2])
+        configuration.schema = arguments[3]
+        configuration.leaseDuration = .seconds(2)
+        var brokerConfiguration = TaskQueueBroker.Configuration(startsAutomatically: false)
+        brokerConfiguration.maxConcurrentParallelActions = 8
+        let broker = try await TaskQueueBroker.setup(
+            database: try await TaskDatabase.postgres(configuration: configuration), name: "crash", handler: RunReportingHandler(),
+            configuration: brokerConfiguration
+        )
+        let events = broker.events
+        Task {
+            for await case .succeeded(_, let key, _) in events {
+                say("stored \(key)")
+            }
+        }
+        broker.start()
+        return broker
     }
 }
 if arguments.count == 5, arguments[1] == "pg-save-if-absent", let count = Int(arguments[4]) {

@@ -4,7 +4,8 @@ import TaskBroker
 /// The payload of one change notification: queues whose actions changed (`q`), queues among them
 /// whose pauses a restart cleared (`r`; listeners that know no `r` read them again), actions that
 /// completed (`c`: queue, collection, key, revision), `a` when listeners should read everything,
-/// or `w`, the name of a pool one of whose workers has room for `n` more queues.
+/// `w`, the name of a pool one of whose workers has room for `n` more queues, or `p`: queues whose
+/// plain parallel actions were saved or made ready (listeners that know no `p` ignore it).
 /// A finish's notifications begin with the sending storage's origin (`"o"`, see
 /// ``originPrefix(_:)``), so that its own change feed skips them unread (it delivers the same
 /// changes in process); other storages' feeds decode them and ignore the key.
@@ -18,6 +19,7 @@ struct ChangeMessage: Codable, Equatable {
     var a: Bool?
     var w: String?
     var n: Int?
+    var p: [String]?
 
     static let limit = 7_000
 
@@ -32,6 +34,32 @@ struct ChangeMessage: Codable, Equatable {
     static func spareCapacity(pool: String, room: Int, origin: String) -> String? {
         guard encodedLength(pool) < limit, let data = try? JSONEncoder().encode(pool) else { return nil }
         return originPrefix(origin) + #""w":"# + String(decoding: data, as: UTF8.self) + #","n":\#(room)}"#
+    }
+
+    /// The notifications that plain parallel actions of these queues are ready.
+    static func parallel(_ queueNames: [String]) -> [String] {
+        var payloads: [String] = []
+        var current: [String] = []
+        var size = 0
+        var everything = false
+        func flush() {
+            if !current.isEmpty, let data = try? JSONEncoder().encode(ChangeMessage(p: current)) {
+                payloads.append(String(decoding: data, as: UTF8.self))
+            }
+            current = []
+            size = 0
+        }
+        for name in queueNames {
+            let cost = encodedLength(name)
+            guard cost < limit else { everything = true; continue }
+            if size + cost > limit { flush() }
+            current.append(name)
+            size += cost
+        }
+        flush()
+        // A name too long for a notification: every broker tries a claim.
+        if everything { payloads.append(#"{"p":[""]}"#) }
+        return payloads
     }
 
     /// The notifications of one transaction.
@@ -92,6 +120,7 @@ struct ChangeMessage: Codable, Equatable {
         if a == true { return nil }
         var changes: [TaskStorageChange] = []
         if let w { changes.append(.spareCapacity(pool: w, room: max(n ?? 1, 1))) }
+        if let p, !p.isEmpty { changes.append(.parallelReady(p)) }
         // Resumed first: the broker clears the pause it knows and reports it, then reads the queue.
         if let r, !r.isEmpty { changes.append(.queuesResumed(r)) }
         if let q, !q.isEmpty { changes.append(.queuesChanged(q)) }

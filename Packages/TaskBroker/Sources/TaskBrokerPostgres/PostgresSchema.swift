@@ -27,10 +27,13 @@ import TaskBroker
 /// - `rate_start`: one row per start recorded in a rate limit's bucket, at its time (the server's
 ///   clock, seconds since 1970) and when it leaves the limit's window (`expires_at`); any request
 ///   for starts deletes the rows that left their windows, of every bucket.
+/// - `parallel_action`: plain parallel actions (`saveParallel`), kept apart from the queues' ordered
+///   actions and claimed one row at a time: `owner`, a `token` every claim increments, and
+///   `expires_at` (server time). `state`: 0 ready, 1 dead letter, 2 held until a broker starts.
 /// - `meta`: the schema version.
 struct PostgresSchema: Sendable {
     /// The schema version this code writes; a database with a newer one is refused.
-    static let version: Int64 = 9
+    static let version: Int64 = 10
 
     let schema: String
     let action: String
@@ -39,6 +42,8 @@ struct PostgresSchema: Sendable {
     let broker: String
     let schedule: String
     let rateStart: String
+    /// Plain parallel actions (``PostgresSchema/parallelTableDefinition``).
+    let parallel: String
     let sequence: String
     /// The function that stores outcomes (``finishFunctionDefinition``).
     let finishFunction: String
@@ -53,6 +58,7 @@ struct PostgresSchema: Sendable {
         broker = "\"\(schema)\".broker"
         schedule = "\"\(schema)\".schedule"
         rateStart = "\"\(schema)\".rate_start"
+        parallel = "\"\(schema)\".parallel_action"
         sequence = "\"\(schema)\".revision_seq"
         finishFunction = "\"\(schema)\".finish"
         channel = "taskbroker_\(schema)"
@@ -143,6 +149,8 @@ struct PostgresSchema: Sendable {
                 "ALTER TABLE \(action) ADD COLUMN IF NOT EXISTS saved_at double precision",
                 "ALTER TABLE \(action) ALTER COLUMN saved_at SET DEFAULT extract(epoch FROM now())",
             ],
+            // Version 10: plain parallel actions (see `PostgresSchema+Parallel.swift`).
+            10: parallelTableDefinition,
             // Version 7: rate limits (see `rate_start` above).
             7: [
                 "CREATE TABLE IF NOT EXISTS \(rateStart) (bucket text NOT NULL, at double precision NOT NULL)",

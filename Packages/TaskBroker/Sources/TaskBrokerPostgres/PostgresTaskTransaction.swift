@@ -43,6 +43,20 @@ public final class PostgresTaskTransaction {
         try await save(action, notBefore: nil, priority: 0)
     }
 
+    /// Saves plain parallel actions as part of this transaction (see
+    /// `TaskDatabase.saveParallel(_:notBefore:priority:)`); workers hear of them when it commits.
+    ///
+    /// - Parameters:
+    ///   - actions: The actions.
+    ///   - date: The earliest start (wall clock); `nil` (the default) means at once.
+    ///   - priority: Their turn: larger first (0 by default).
+    /// - Throws: `TaskBrokerError` with code `.encodingFailed`, `.invalidArgument` or `.invalidName`,
+    ///   or PostgreSQL's error.
+    public func saveParallel<Action: TaskQueueAction>(_ actions: [Action], notBefore date: Date? = nil, priority: Int = 0) async throws {
+        let tasks = try actions.map { try NewTask(encoding: $0, with: encoder, notBefore: date, priority: priority) }
+        _ = try await storage.saveParallel(tasks, on: connection)
+    }
+
     /// Enqueues an action as part of this transaction only if no action with its key and
     /// collection is stored (ready or a dead letter), as `TaskDatabase.saveIfAbsent(_:)` does. A
     /// transaction of another process saving the same key at once waits for this one.

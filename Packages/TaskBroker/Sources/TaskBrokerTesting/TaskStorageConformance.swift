@@ -335,7 +335,7 @@ public enum TaskStorageConformance: Sendable {
                     case .queuesChanged(let names):
                         try expect(!names.contains("rest"), "no notification was too long (a catch-up read every queue)")
                         failed.formUnion(names)
-                    case .spareCapacity, .queuesResumed:
+                    case .spareCapacity, .queuesResumed, .parallelReady:
                         break
                     }
                 }
@@ -353,7 +353,7 @@ public enum TaskStorageConformance: Sendable {
                     switch change {
                     case .queuesChanged(let names): caughtUp = caughtUp || names.contains(rest[0].queueName)
                     case .completed(let tasks): reported = reported || tasks.contains { $0.key == tooLong[0].key }
-                    case .spareCapacity, .queuesResumed: break
+                    case .spareCapacity, .queuesResumed, .parallelReady: break
                     }
                 }
             }

@@ -278,6 +278,8 @@ struct PostgresTests {
                     Issue.record("no worker asked for queues: \(pool)")
                 case .queuesResumed(let names):
                     Issue.record("no queue was restarted: \(names)")
+                case .parallelReady(let names):
+                    Issue.record("no parallel action was saved: \(names)")
                 }
             }
         }

@@ -155,4 +155,80 @@ struct PostgresTwoProcessJobTests {
         #expect(inTenSeconds >= 180, "at least 90 % of it used: \(inTenSeconds)")
         #expect(byWorker.allSatisfy { $0 > 0 }, "both processes start actions: \(byWorker)")
     }
+
+    /// Three processes run 1,500 plain parallel actions; one is SIGKILLed after 300 are stored.
+    /// Every action is stored done; the live workers never run one twice (their claims hold);
+    /// the only actions run twice are some the killed worker had started.
+    @Test func threeProcessesRunPlainParallelActionsAtLeastOnceThroughASigkill() async throws {
+        let store = try TestStore(.postgres)
+        let database = try await store.open()
+        let url = try PostgresTestServer.url()
+        let workers = try (0..<3).map { _ in try CrashHelperRun(arguments: ["pg-parallel", url, store.schema]) }
+        for worker in workers {
+            #expect(await worker.line(after: 0) == "ready")
+        }
+        let count = 1_500
+        let keys = Set((0..<count).map { "par-\($0)" })
+        try await database.saveParallel((0..<count).map { CrashAction(key: "par-\($0)", queueName: "crash-par", index: $0) })
+        let lines = EventCollector<String>()
+        var stored: Set<String> = []
+        var killed = false
+        await withTaskGroup(of: Void.self) { group in
+            for (index, worker) in workers.enumerated() {
+                group.addTask {
+                    var read = 1
+                    while !Task.isCancelled {
+                        let line = await worker.line(after: read)
+                        read += 1
+                        if line == "cancelled" || line == "EOF" { return }
+                        lines.record("\(index) \(line)")
+                    }
+                }
+            }
+            var seen = 0
+            while stored.count < count {
+                let values = await lines.values(count: seen + 1)
+                guard values.count > seen else { break }  // the time limit passed
+                for line in values[seen...] {
+                    let parts = line.split(separator: " ")
+                    if parts.count == 3, parts[1] == "stored" { stored.insert(String(parts[2])) }
+                }
+                seen = values.count
+                if !killed, stored.count >= 300 {
+                    killed = true
+                    await workers[0].kill()
+                }
+                // A success the killed worker stored as it died, before it could say so: in the
+                // database, it is gone.
+                if stored.count >= count - 16 {
+                    for key in keys.subtracting(stored) {
+                        let found: TaskLookup?
+                        do { found = try await database.lookup(key: key, collection: "crash") } catch { continue }
+                        if found == nil { stored.insert(key) }
+                    }
+                }
+            }
+            group.cancelAll()
+        }
+        for worker in workers.dropFirst() {
+            await worker.finish()
+        }
+        var starts: [Int: [String]] = [:]
+        for line in lines.values {
+            let parts = line.split(separator: " ")
+            guard parts.count == 3, parts[1] == "start", let worker = Int(parts[0]) else { continue }
+            starts[worker, default: []].append(String(parts[2]))
+        }
+        let byKilled = Set(starts[0] ?? [])
+        let byLive = (starts[1] ?? []) + (starts[2] ?? [])
+        let twiceByLive = Dictionary(grouping: byLive, by: { $0 }).filter { $0.value.count > 1 }.keys
+        let reRun = Set(byLive).intersection(byKilled)
+        print("plain parallel actions on 3 processes, one SIGKILLed: \((starts[0] ?? []).count) + \((starts[1] ?? []).count) + \((starts[2] ?? []).count) runs; \(reRun.count) re-run after the kill")
+        #expect(killed, "a worker was killed")
+        #expect(stored == keys, "every action is stored done: \(keys.subtracting(stored).count) missing")
+        #expect(try await database.snapshot().isEmpty, "nothing is left")
+        #expect(twiceByLive.isEmpty, "a live worker's claim holds: none ran twice there: \(Array(twiceByLive.prefix(5)))")
+        #expect(Set(byLive).union(byKilled) == keys, "every action started")
+        #expect((starts[1]?.count ?? 0) > 0 && (starts[2]?.count ?? 0) > 0 && !byKilled.isEmpty, "all three ran some")
+    }
 }

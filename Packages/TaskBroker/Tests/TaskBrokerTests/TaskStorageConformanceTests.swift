@@ -19,4 +19,17 @@ struct TaskStorageConformanceTests {
         // 1 s, a check found a kept lease already expired once in CI).
         try await check.run(on: try await store.open(leaseDuration: .seconds(3)).storage)
     }
+
+    @Test(arguments: Backend.allCases, TaskStorageConformance.parallelChecks)
+    func backendPassesTheParallelActionChecks(_ backend: Backend, _ check: TaskStorageConformance.Check) async throws {
+        let store = try TestStore(backend)
+        // PostgreSQL grants its own lease: 3 s, as for the shared checks (the expiry check waits for it).
+        let database = backend == .postgres ? try await store.open(leaseDuration: .seconds(3)) : try await store.open()
+        try await check.run(on: database.storage)
+    }
+
+    @Test(arguments: TaskStorageConformance.sharedParallelChecks)
+    func postgresPassesTheSharedParallelActionChecks(_ check: TaskStorageConformance.Check) async throws {
+        try await check.run(on: try await TestStore(.postgres).open().storage)
+    }
 }

@@ -64,12 +64,62 @@ extension BrokerEngine {
         }
     }
 
+    /// What runs one plain parallel action's handler and hands its outcome to `deliver` (`nil` when
+    /// it does not decode), with the broker's time limit, `maxAttempts` and failure reasons as for
+    /// queues. A run past its time limit is delivered as a failure at once; a callback-form handler
+    /// that never completes then holds nothing.
+    func makeParallelRun(_ claim: TaskParallelClaim) -> ParallelLane.Start? {
+        guard let action = try? JSONDecoder().decode(Handler.Action.self, from: claim.task.payload) else { return nil }
+        let task = claim.task
+        let handle = self.handle
+        let time = self.time
+        let metrics = self.metrics
+        let maxAttempts = configuration.maxAttempts
+        let timeout = configuration.actionTimeout.map { max($0, .nanoseconds(1)) }
+        let retryBackoff = configuration.retryBackoff
+        let context = TaskContext(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.nextAttempt)
+        return { deliver in
+            let started = time.elapsed()
+            let once = OnceFlag()
+            let finish: @Sendable (TaskResult, String?) -> Void = { result, reason in
+                guard once.take() else { return }
+                metrics.handleDuration.recordNanoseconds(max(0, (time.elapsed() - started).nanoseconds))
+                deliver(Self.parallelOutcome(claim, result: result, reason: reason, now: time.now(), maxAttempts: maxAttempts))
+            }
+            guard let timeout else {
+                finish(await handle(action, context), nil)
+                return
+            }
+            await Self.run(handle, action, context, timeout: timeout, time: time) {
+                finish(.retry(after: retryBackoff.delay(afterFailures: context.attempt)), "timed out after \(timeout)")
+            } finished: { result in
+                finish(result, nil)
+            }
+        }
+    }
+
+    /// A handler's result as the outcome of a plain parallel action: the same reasons, dead
+    /// letters and retry times as a queue's action gets.
+    static func parallelOutcome(
+        _ claim: TaskParallelClaim, result: TaskResult, reason: String?, now: Date, maxAttempts: Int?
+    ) -> TaskParallelOutcome {
+        let pause: TaskPause? = if case .retry(let after) = result, after > .zero { .until(now.addingTimeInterval(after.timeInterval)) } else { nil }
+        let outcome = BrokerOutcome(task: claim.task, result: result, pause: pause, reason: reason, failedAt: now, maxAttempts: maxAttempts)
+        var finished = claim
+        finished.task.lastFailure = outcome.failure
+        if result == .success { return TaskParallelOutcome(claim: finished, result: .completed) }
+        if outcome.deadLetter { return TaskParallelOutcome(claim: finished, result: .deadLettered) }
+        if result == .waitForRestart { return TaskParallelOutcome(claim: finished, result: .held) }
+        if case .until(let date) = outcome.pause { return TaskParallelOutcome(claim: finished, result: .failed(retryAt: date)) }
+        return TaskParallelOutcome(claim: finished, result: .failed(retryAt: nil))
+    }
+
     /// Runs a handler with a time limit: once `timeout` has passed on the broker's clock,
     /// `timedOut` is called and the handler's task is cancelled (an async handler sees
     /// `Task.isCancelled`); `finished` is called with what the handler returns, also later.
     /// Returns once the handler has returned: never, for a callback-form handler that never calls
     /// its completion (the broker has long gone on without it).
-    private static func run(
+    static func run(
         _ handle: @escaping @Sendable (Handler.Action, TaskContext) async -> TaskResult, _ action: Handler.Action,
         _ context: TaskContext, timeout: Duration, time: BrokerTime,
         timedOut: @escaping @Sendable () -> Void, finished: @escaping @Sendable (TaskResult) -> Void

@@ -76,12 +76,16 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
     let ordersBySort = Mutex<Bool?>(nil)
     let logger: Logger
     let metrics: BrokerMetrics
+    /// Runs the plain parallel actions of the broker's scope (a backend that stores them, and
+    /// `maxConcurrentParallelActions` above 0).
+    let lane: ParallelLane?
 
     init(
         name: String, brokerID: UInt64, handler: Handler, storage: any TaskStorage, registry: ClaimRegistry,
         configuration: TaskQueueBroker.Configuration, time: BrokerTime, initialQueues: [String],
         listedThrough: String?,
-        claimFilter: @escaping @Sendable (String) -> Bool
+        claimFilter: @escaping @Sendable (String) -> Bool,
+        parallelScope: (@Sendable () async throws -> TaskParallelScope)? = nil
     ) {
         self.name = name
         self.owner = ProcessIdentity.owner(brokerName: name)
@@ -103,6 +107,19 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         logger[metadataKey: "broker"] = "\(name)"
         self.logger = logger
         self.metrics = BrokerMetrics(broker: name)
+        if let parallelStorage = storage as? any ParallelTaskStorage, let parallelScope, configuration.maxConcurrentParallelActions > 0 {
+            let events = self.events
+            let metrics = self.metrics
+            let brokerLogger = logger
+            lane = ParallelLane(
+                storage: parallelStorage, scope: parallelScope, owner: owner, capacity: configuration.maxConcurrentParallelActions,
+                leaseDuration: storage.leaseDuration ?? configuration.leaseDuration, time: time,
+                backoff: configuration.storageRetryBackoff, handlers: handlers,
+                emit: { event in Self.reportParallel(event, events: events, metrics: metrics, logger: brokerLogger) }, logger: logger
+            )
+        } else {
+            lane = nil
+        }
         if let blocking = storage as? any BlockingOutcomeStore {
             committer = ThreadOutcomeCommitter(storage: blocking, mailbox: mailbox)
         } else {
@@ -131,10 +148,12 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
 
     func stop() {
         mailbox.post(.shutdown)
+        lane?.stop()
     }
 
     func abandon() {
         mailbox.post(.abandon)
+        lane?.abandon()
     }
 
     func view() -> BrokerView {
@@ -146,7 +165,21 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         let decoder = JSONDecoder()
         var applied: [BrokerChange] = []
         applied.reserveCapacity(changes.count)
+        var wakesLane = false
         for change in changes {
+            switch change {
+            case .parallelReady(let queueNames):
+                // An empty name: queues a notification could not name.
+                wakesLane = wakesLane || queueNames.contains { $0.isEmpty || claimFilter($0) }
+                continue
+            case .external(let queueNames), .resumed(let queueNames, _):
+                // Another process's saves into this file, and resumed queues, may hold parallel actions.
+                wakesLane = wakesLane || queueNames.contains(where: claimFilter)
+            case .externalEverywhere:
+                wakesLane = true
+            default:
+                break
+            }
             switch change {
             case .saved(let task):
                 let action = try? decoder.decode(Handler.Action.self, from: task.payload)
@@ -167,9 +200,12 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 applied.append(.unowned(queueNames))
             case .spareCapacity(let pool, let room):
                 if pool == name { applied.append(.spareCapacityElsewhere(room: room)) }
+            case .parallelReady:
+                break
             }
         }
-        mailbox.post(.changes(applied))
+        if wakesLane { lane?.wake() }
+        if !applied.isEmpty { mailbox.post(.changes(applied)) }
     }
 
     // MARK: - The driver
@@ -202,6 +238,9 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         var releases: [Task<Void, Never>] = []
         await withDiscardingTaskGroup { group in
             group.addTask { await self.committer.run() }
+            if let lane {
+                group.addTask { await lane.run { claim in self.makeParallelRun(claim) } }
+            }
             if storage.isShared {
                 group.addTask { await self.renewLeases() }
             }
@@ -237,6 +276,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 timer.cancel()
             }
             await Self.finish(releases, within: .seconds(2))
+            // The plain parallel actions' handlers finish too, and their outcomes are stored.
+            await lane?.finished.wait()
             group.cancelAll()
         }
         mailbox.close()
@@ -362,6 +403,30 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             logger.notice("\(operation) works again for \(queueNames.count) queue(s) (\(Self.summary(queueNames)))")
         case .resumed, .stopped:
             break
+        }
+        events.yield(event)
+    }
+
+    /// Reports an event of the plain parallel actions: to the events and the metrics, as the
+    /// queues' own (``report(_:)``), but with no bookkeeping per queue.
+    static func reportParallel(_ event: TaskBrokerEvent, events: EventBroadcaster<TaskBrokerEvent>, metrics: BrokerMetrics, logger: Logger) {
+        switch event {
+        case .succeeded: metrics.handled.increment()
+        case .deadLettered(let queueName, let key, let collection, let reason):
+            metrics.deadLettered.increment()
+            logger.notice("parallel action \(collection)/\(key) of \(queueName) moved to the dead letters: \(reason)")
+        case .failed(_, _, _, let result):
+            metrics.failed.increment()
+            if case .retry = result { metrics.retried.increment() }
+        case .leaseLost(let queueName, let key, let collection):
+            metrics.leasesLost.increment()
+            logger.warning("lost the claim on parallel action \(collection)/\(key) of \(queueName): its outcome was not stored, and it runs again")
+        case .undecodable(let queueName, let key, let collection):
+            logger.error("parallel action \(collection)/\(key) of \(queueName) does not decode as the handler's action type; it is held until a broker starts again")
+        case .storageFailed(let operation, _, let message, let retryIn):
+            metrics.storageFailures(operation).increment()
+            logger.error("could not \(operation) parallel actions; tried again in \(retryIn): \(message)")
+        default: break
         }
         events.yield(event)
     }

@@ -248,6 +248,52 @@ public final class TaskDatabase: Sendable {
         publish(stored.map { .saved($0) })
     }
 
+    /// Saves plain parallel actions: actions that need no order among themselves. They run side by
+    /// side, up to ``TaskQueueBroker/Configuration/maxConcurrentParallelActions`` at once per broker,
+    /// in every process that runs a broker whose name is a prefix of their queue name (or whose
+    /// filter accepts it), larger priority first, then saved first. Each runs at least once under a
+    /// claim of its own (on PostgreSQL, a lease with a fencing token: a worker whose claim expired
+    /// stores nothing); a failure is retried as the handler says, ``TaskQueueBroker/Configuration/maxAttempts``
+    /// and the time limit apply, and the last failure makes it a dead letter. Their queue name only
+    /// groups them: an operator's pause holds them, rate limits do not, and they never wait for the
+    /// queue's ordered actions nor those for them.
+    ///
+    /// ```swift
+    /// try await database.saveParallel(users.map { WelcomeMail(key: $0.id, queueName: "mail-welcome") })
+    /// ```
+    ///
+    /// An action whose key and collection are stored as a plain parallel action replaces it; the
+    /// same key and collection may also be stored once as a queue's ordered action.
+    ///
+    /// - Parameters:
+    ///   - actions: The actions.
+    ///   - date: The earliest start (wall clock); `nil` (the default) means at once.
+    ///   - priority: Their turn: larger first (0 by default).
+    /// - Throws: ``TaskBrokerError`` with code `.encodingFailed`, `.invalidArgument`,
+    ///   `.storageFailed`, or `.unsupported` for a backend without plain parallel actions; nothing
+    ///   is saved then.
+    public func saveParallel<Action: TaskQueueAction>(_ actions: [Action], notBefore date: Date? = nil, priority: Int = 0) async throws {
+        guard let storage = storage as? any ParallelTaskStorage else {
+            throw TaskBrokerError(code: .unsupported, message: "This storage backend does not store plain parallel actions; nothing was saved.")
+        }
+        let encoder = JSONEncoder()
+        let tasks = try actions.map { try NewTask(encoding: $0, with: encoder, notBefore: date, priority: priority) }
+        let stored = try await storage.saveParallel(tasks)
+        if !stored.isEmpty { publish([.parallelReady(queueNames: Array(Set(stored.map(\.queueName))).sorted())]) }
+    }
+
+    /// Saves one plain parallel action (see ``saveParallel(_:notBefore:priority:)``).
+    ///
+    /// - Parameters:
+    ///   - action: The action.
+    ///   - date: The earliest start (wall clock); `nil` (the default) means at once.
+    ///   - priority: Its turn: larger first (0 by default).
+    /// - Throws: ``TaskBrokerError`` with code `.encodingFailed`, `.invalidArgument`,
+    ///   `.storageFailed`, or `.unsupported`.
+    public func saveParallel<Action: TaskQueueAction>(_ action: Action, notBefore date: Date? = nil, priority: Int = 0) async throws {
+        try await saveParallel([action], notBefore: date, priority: priority)
+    }
+
     /// Enqueues an action only if no action with its key and collection is stored (ready, running
     /// or a dead letter): a unique save. Atomic across processes: of several saving the same key at
     /// once, one stores it. An action that completed is no longer stored: its key may be saved again.
@@ -289,9 +335,12 @@ public final class TaskDatabase: Sendable {
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
     @discardableResult
     public func delete(key: String, collection: String) async throws -> Bool {
-        guard let deleted = try await storage.delete(key: key.normalizedName, collection: collection.normalizedName) else { return false }
-        publish([.deleted(deleted)])
-        return true
+        if let deleted = try await storage.delete(key: key.normalizedName, collection: collection.normalizedName) {
+            publish([.deleted(deleted)])
+            return true
+        }
+        guard let parallel = storage as? any ParallelTaskStorage else { return false }
+        return try await parallel.deleteParallel(key: key.normalizedName, collection: collection.normalizedName) != nil
     }
 
     /// Runs `body` in one write transaction of the SQLite file: save and delete actions together
@@ -368,6 +417,24 @@ public final class TaskDatabase: Sendable {
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
     public func snapshot() async throws -> [TaskQueueSnapshot] {
         var snapshots = try await storage.snapshot()
+        if let parallel = storage as? any ParallelTaskStorage {
+            var counts = try await parallel.parallelCounts()
+            if !counts.isEmpty {
+                for index in snapshots.indices {
+                    guard let count = counts.removeValue(forKey: snapshots[index].name) else { continue }
+                    snapshots[index].parallelPending = count.pending
+                    snapshots[index].deadLetters += count.deadLetters
+                    snapshots[index].oldestSavedAt = [snapshots[index].oldestSavedAt, count.oldestSavedAt].compactMap { $0 }.min()
+                }
+                for (name, count) in counts {
+                    var snapshot = TaskQueueSnapshot(name: name, pending: 0, deadLetters: count.deadLetters)
+                    snapshot.parallelPending = count.pending
+                    snapshot.oldestSavedAt = count.oldestSavedAt
+                    snapshots.append(snapshot)
+                }
+                snapshots.sort { $0.name < $1.name }
+            }
+        }
         var paused = try await storage.pausedQueues(among: nil)
         guard !paused.isEmpty else { return snapshots }
         for index in snapshots.indices where paused.remove(snapshots[index].name) != nil {

@@ -55,7 +55,12 @@ extension TaskDatabase {
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`, or `.unsupported` for a backend
     ///   that keeps no dead letters.
     public func deadLetters(queueName: String? = nil) async throws -> [TaskDeadLetter] {
-        try await storage.deadLetters(queueName: queueName?.normalizedName).map(TaskDeadLetter.init)
+        let name = queueName?.normalizedName
+        let ordered = try await storage.deadLetters(queueName: name)
+        guard let parallel = storage as? any ParallelTaskStorage else { return ordered.map(TaskDeadLetter.init) }
+        let unordered = try await parallel.parallelDeadLetters(queueName: name)
+        guard !unordered.isEmpty else { return ordered.map(TaskDeadLetter.init) }
+        return (ordered + unordered).sorted { ($0.queueName, $0.position) < ($1.queueName, $1.position) }.map(TaskDeadLetter.init)
     }
 
     /// Puts a dead letter back in its queue, at its place (its queue's head, when the actions
@@ -70,10 +75,14 @@ extension TaskDatabase {
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed` or `.unsupported`.
     @discardableResult
     public func replayDeadLetter(key: String, collection: String) async throws -> Bool {
-        guard let replayed = try await storage.replayDeadLetter(key: key.normalizedName, collection: collection.normalizedName) else {
-            return false
+        if let replayed = try await storage.replayDeadLetter(key: key.normalizedName, collection: collection.normalizedName) {
+            publish([.saved(replayed)])
+            return true
         }
-        publish([.saved(replayed)])
+        guard let parallel = storage as? any ParallelTaskStorage,
+              let replayed = try await parallel.replayParallelDeadLetter(key: key.normalizedName, collection: collection.normalizedName)
+        else { return false }
+        publish([.parallelReady(queueNames: [replayed.queueName])])
         return true
     }
 
@@ -87,7 +96,9 @@ extension TaskDatabase {
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed` or `.unsupported`.
     @discardableResult
     public func discardDeadLetter(key: String, collection: String) async throws -> Bool {
-        try await storage.discardDeadLetter(key: key.normalizedName, collection: collection.normalizedName) != nil
+        if try await storage.discardDeadLetter(key: key.normalizedName, collection: collection.normalizedName) != nil { return true }
+        guard let parallel = storage as? any ParallelTaskStorage else { return false }
+        return try await parallel.discardParallelDeadLetter(key: key.normalizedName, collection: collection.normalizedName) != nil
     }
 }
 
@@ -102,6 +113,8 @@ extension TaskDatabase {
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`, or `.unsupported` for a backend
     ///   that cannot find an action by its key.
     public func lookup(key: String, collection: String) async throws -> TaskLookup? {
-        try await storage.lookup(key: key.normalizedName, collection: collection.normalizedName)
+        if let found = try await storage.lookup(key: key.normalizedName, collection: collection.normalizedName) { return found }
+        guard let parallel = storage as? any ParallelTaskStorage else { return nil }
+        return try await parallel.lookupParallel(key: key.normalizedName, collection: collection.normalizedName)
     }
 }

@@ -140,10 +140,22 @@ public final class TaskQueueBroker: Service, Sendable {
             throw error
         }
         let time = BrokerTime(clock: clock, wallClock: configuration.wallClock)
+        // Plain parallel actions: a prefix broker claims them by its prefix in the database; a
+        // filter broker lists their queues' names and applies its filter before each claim.
+        let parallelScope: (@Sendable () async throws -> TaskParallelScope)?
+        if let parallel = database.storage as? any ParallelTaskStorage {
+            if isPrefixClaim {
+                parallelScope = { @Sendable [name] in .prefix(name) }
+            } else {
+                parallelScope = { @Sendable in .queues(try await parallel.parallelQueueNames().filter(filter)) }
+            }
+        } else {
+            parallelScope = nil
+        }
         let engine = BrokerEngine(
             name: name, brokerID: registration.brokerID, handler: handler, storage: database.storage,
             registry: database.registry, configuration: configuration, time: time, initialQueues: mine,
-            listedThrough: listedThrough, claimFilter: filter
+            listedThrough: listedThrough, claimFilter: filter, parallelScope: parallelScope
         )
         // The changes heard so far, then every later one: a save that lands during the load is
         // applied after it.

@@ -73,6 +73,20 @@ public final class TaskTransaction {
         changes += try SQLiteTaskStorage.save([task], in: db).map { .saved($0) }
     }
 
+    /// Saves plain parallel actions as part of this transaction (see
+    /// `TaskDatabase.saveParallel(_:notBefore:priority:)`); brokers hear of them when it commits.
+    ///
+    /// - Parameters:
+    ///   - actions: The actions.
+    ///   - date: The earliest start (wall clock); `nil` (the default) means at once.
+    ///   - priority: Their turn: larger first (0 by default).
+    /// - Throws: ``TaskBrokerError`` with code `.encodingFailed` or `.invalidArgument`, or the database's error.
+    public func saveParallel<Action: TaskQueueAction>(_ actions: [Action], notBefore date: Date? = nil, priority: Int = 0) throws {
+        let tasks = try actions.map { try NewTask(encoding: $0, with: encoder, notBefore: date, priority: priority) }
+        let stored = try SQLiteTaskStorage.saveParallel(tasks, in: db)
+        if !stored.isEmpty { changes.append(.parallelReady(queueNames: Array(Set(stored.map(\.queueName))).sorted())) }
+    }
+
     /// Deletes (cancels) an action as part of this transaction.
     ///
     /// - Parameters:
@@ -115,7 +129,7 @@ public final class TaskTransaction {
                     && current.payload == task.payload && current.position == task.position
             case .deleted(let task):
                 return try current(task)?.revision != task.revision
-            case .completed, .resumed, .purged, .external, .externalEverywhere, .unowned, .spareCapacity:
+            case .completed, .resumed, .purged, .external, .externalEverywhere, .unowned, .spareCapacity, .parallelReady:
                 return true
             }
         }

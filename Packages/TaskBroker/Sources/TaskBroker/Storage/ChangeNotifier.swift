@@ -19,6 +19,8 @@ enum TaskChange: Sendable {
     case unowned(queueNames: [String])
     /// A worker of the pool of this name in another process has room for `room` more queues.
     case spareCapacity(pool: String, room: Int)
+    /// Plain parallel actions of these queues were saved or made ready (``ParallelTaskStorage``).
+    case parallelReady(queueNames: [String])
 }
 
 extension TaskChange {
@@ -29,6 +31,7 @@ extension TaskChange {
         case .queuesResumed(let queueNames): [.resumed(queueNames: queueNames, tasks: [])]
         case .completed(let tasks): tasks.map { .completed($0) }
         case .spareCapacity(let pool, let room): [.spareCapacity(pool: pool, room: room)]
+        case .parallelReady(let queueNames): [.parallelReady(queueNames: queueNames)]
         }
     }
 }

@@ -224,6 +224,9 @@ public enum TaskStorageChange: Sendable, Hashable {
     /// other workers hold, and could run `room` more queues
     /// (``TaskStorage/announceSpareCapacity(pool:room:)``).
     case spareCapacity(pool: String, room: Int)
+    /// Plain parallel actions of these queues were saved or made ready again
+    /// (``ParallelTaskStorage``): brokers whose scope holds them claim some.
+    case parallelReady([String])
 }
 
 /// A stored action found by its key and collection (``TaskStorage/lookup(key:collection:)``).

@@ -3,18 +3,25 @@ import Foundation
 import Synchronization
 import TaskBroker
 
-/// Records each run as `key#attempt`; the keys in `failing` ask to be retried at once.
+/// Records each run as `key#attempt`; the keys in `failing` ask to be retried at once, those in
+/// `refusing` go to the dead letters ("no such address").
 final class AttemptRecorder: AsyncTaskQueueHandler {
     let runs = EventCollector<String>()
-    private let failingKeys = Mutex<Set<String>>([])
+    private let keys = Mutex<(failing: Set<String>, refusing: Set<String>)>(([], []))
 
     var failing: Set<String> {
-        get { failingKeys.withLock { $0 } }
-        set { failingKeys.withLock { $0 = newValue } }
+        get { keys.withLock { $0.failing } }
+        set { keys.withLock { $0.failing = newValue } }
+    }
+
+    var refusing: Set<String> {
+        get { keys.withLock { $0.refusing } }
+        set { keys.withLock { $0.refusing = newValue } }
     }
 
     func handle(_ action: TestAction, context: TaskContext) async -> TaskResult {
         runs.record("\(action.key)#\(context.attempt)")
+        if refusing.contains(action.key) { return .deadLetter(reason: "no such address") }
         return failing.contains(action.key) ? .retry(after: .zero) : .success
     }
 }
@@ -110,5 +117,55 @@ final class SilentFirstRunHandler: TaskQueueHandler {
     /// Calls the first run's completion now.
     func completeFirstRun(success: Bool) {
         first.withLock { $0 }?(success, 0)
+    }
+}
+
+/// Records each run's key; every run waits until `open()`, and the most runs at once are counted.
+final class GatedParallelHandler: AsyncTaskQueueHandler {
+    let runs = EventCollector<String>()
+    private let state = Mutex<(open: Bool, waiting: [CheckedContinuation<Void, Never>], running: Int, most: Int)>((false, [], 0, 0))
+
+    var mostAtOnce: Int { state.withLock { $0.most } }
+
+    func handle(_ action: TestAction, context _: TaskContext) async -> TaskResult {
+        state.withLock { state in
+            state.running += 1
+            state.most = max(state.most, state.running)
+        }
+        runs.record(action.key)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let isOpen = state.withLock { state -> Bool in
+                if state.open { return true }
+                state.waiting.append(continuation)
+                return false
+            }
+            if isOpen { continuation.resume() }
+        }
+        state.withLock { $0.running -= 1 }
+        return .success
+    }
+
+    func open() {
+        let waiting = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.open = true
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        waiting.forEach { $0.resume() }
+    }
+}
+
+/// Records each run as `key#attempt`; the first attempt asks to be retried after `after`.
+final class RetryOnceHandler: AsyncTaskQueueHandler {
+    let runs = EventCollector<String>()
+    let after: Duration
+
+    init(after: Duration) {
+        self.after = after
+    }
+
+    func handle(_ action: TestAction, context: TaskContext) async -> TaskResult {
+        runs.record("\(action.key)#\(context.attempt)")
+        return context.attempt == 1 ? .retry(after: after) : .success
     }
 }

@@ -4,7 +4,7 @@ import QueuePersistence
 extension SQLiteTaskStorage {
     /// TaskBroker's tables in a shared file: migrations named `taskbroker-…`.
     static var schema: SQLiteSchema {
-        SQLiteSchema(owner: "TaskBroker", migrator: migrator, migrationPrefix: "taskbroker-", version: 9)
+        SQLiteSchema(owner: "TaskBroker", migrator: migrator, migrationPrefix: "taskbroker-", version: 10)
     }
 
     /// The schema history. Add migrations; never edit a shipped one.
@@ -133,6 +133,36 @@ extension SQLiteTaskStorage {
             try db.execute(sql: """
                 ALTER TABLE taskbroker_rate_start ADD COLUMN expires_at REAL;
                 CREATE INDEX taskbroker_rate_start_by_expiry ON taskbroker_rate_start(expires_at);
+                """)
+        }
+        // Plain parallel actions (`saveParallel`): kept apart from the queues' ordered actions, each
+        // claimed on its own by a broker (`owner`, a `token` that every claim increments, and
+        // `expires_at`, seconds since 1970). `state`: 0 ready, 1 dead letter, 2 held until a broker
+        // starts (`.waitForRestart`). Brokers take the ready ones by priority, then position,
+        // through `taskbroker_parallel_ready`.
+        migrator.registerMigration("taskbroker-v10-parallel-actions") { db in
+            try db.execute(sql: """
+                CREATE TABLE taskbroker_parallel (
+                    collection TEXT NOT NULL,
+                    key TEXT NOT NULL,
+                    queue_name TEXT NOT NULL,
+                    position INTEGER NOT NULL,
+                    revision INTEGER NOT NULL,
+                    payload BLOB NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    not_before REAL,
+                    priority INTEGER NOT NULL DEFAULT 0,
+                    state INTEGER NOT NULL DEFAULT 0,
+                    last_failure TEXT,
+                    failed_at REAL,
+                    saved_at REAL,
+                    owner TEXT,
+                    token INTEGER NOT NULL DEFAULT 0,
+                    expires_at REAL NOT NULL DEFAULT 0,
+                    PRIMARY KEY (collection, key)
+                );
+                CREATE INDEX taskbroker_parallel_ready ON taskbroker_parallel(priority DESC, position) WHERE state = 0;
+                CREATE INDEX taskbroker_parallel_queue ON taskbroker_parallel(queue_name, state);
                 """)
         }
         return migrator

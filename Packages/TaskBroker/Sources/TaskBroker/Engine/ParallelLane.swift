@@ -1,0 +1,380 @@
+import Foundation
+import Logging
+import QueueRetry
+import Synchronization
+
+/// Runs a broker's plain parallel actions (``ParallelTaskStorage``), beside its queues.
+///
+/// One loop owns the lane's state and reacts to what its child tasks post: it claims ready
+/// actions in batches as large as its free slots (one claim at a time), starts each claimed
+/// action's handler, stores the outcomes in batches (one store at a time: outcomes that arrive
+/// meanwhile share the next), and renews the claims of running actions every third of the lease.
+/// It claims again when a claim came back full, when the backend reports parallel actions saved or
+/// made ready in its scope, and when a timer fires at the earliest time one of them becomes ready
+/// (a not-before time, or the expiry of another worker's claim); it never polls.
+final class ParallelLane: Sendable {
+    /// Runs one claimed action's handler and hands its outcome over (once).
+    typealias Start = @Sendable (_ deliver: @escaping @Sendable (TaskParallelOutcome) -> Void) async -> Void
+    /// What runs one claimed action (`nil`: the payload does not decode; the action is held until
+    /// a restart).
+    typealias Run = @Sendable (TaskParallelClaim) -> Start?
+
+    enum Event: Sendable {
+        /// Ready actions may be stored (a change was heard, or a timer fired).
+        case wake(timer: UInt64?)
+        case claimed([TaskParallelClaim], asked: Int, sentAt: Duration)
+        case claimFailed(String)
+        case ran(TaskParallelOutcome)
+        case stored([TaskParallelOutcome], refused: [TaskParallelClaim])
+        case storeFailed([TaskParallelOutcome], String)
+        case nextTime(Date?)
+        case lost([TaskParallelClaim])
+        /// The backoff after a failed store ended.
+        case retryStore
+        /// A renewal of the running actions' claims ended.
+        case renewed
+        case stop
+        case abandon
+    }
+
+    let storage: any ParallelTaskStorage
+    let scope: @Sendable () async throws -> TaskParallelScope
+    let owner: String
+    let capacity: Int
+    let leaseDuration: Duration
+    let time: BrokerTime
+    let backoff: Backoff
+    let handlers: HandlerTasks
+    let emit: @Sendable (TaskBrokerEvent) -> Void
+    let logger: Logger
+    let mailbox = Mailbox<Event>()
+    let finished = Latch()
+    /// The claims of the actions that run or whose outcomes wait to be stored: what a renewal renews.
+    private let inFlight = Mutex<[TaskParallelClaim]>([])
+
+    /// The most actions one claim asks for.
+    static let largestClaim = 256
+
+    init(
+        storage: any ParallelTaskStorage, scope: @escaping @Sendable () async throws -> TaskParallelScope, owner: String,
+        capacity: Int, leaseDuration: Duration, time: BrokerTime, backoff: Backoff, handlers: HandlerTasks,
+        emit: @escaping @Sendable (TaskBrokerEvent) -> Void, logger: Logger
+    ) {
+        self.storage = storage
+        self.scope = scope
+        self.owner = owner
+        self.capacity = capacity
+        self.leaseDuration = leaseDuration
+        self.time = time
+        self.backoff = backoff
+        self.handlers = handlers
+        self.emit = emit
+        self.logger = logger
+    }
+
+    /// Wakes the lane: a change may have made actions of its scope ready.
+    func wake() {
+        mailbox.post(.wake(timer: nil))
+    }
+
+    func stop() {
+        mailbox.post(.stop)
+    }
+
+    func abandon() {
+        mailbox.post(.abandon)
+    }
+
+    private struct State {
+        enum Phase { case running, stopping, abandoned }
+        var phase = Phase.running
+        /// The claims of actions whose handlers run (`true`) or whose outcomes are not yet stored.
+        var running: [ClaimID: (claim: TaskParallelClaim, handlerRuns: Bool)] = [:]
+        var outcomes: [TaskParallelOutcome] = []
+        var claiming = false
+        var storing = false
+        /// A store failed: the next waits for the backoff.
+        var storeWaiting = false
+        /// Whether ready actions may be stored: a claim is due (the first once held actions are released).
+        var wanted = false
+        /// A renewal waits or runs: one at a time, only while actions run.
+        var renewing = false
+        /// A wake-up arrived while a claim was under way: claim again after it.
+        var wokenDuringClaim = false
+        var claimFailures = 0
+        var storeFailures = 0
+        var timer: (token: UInt64, timer: BrokerTimer)?
+        var nextToken: UInt64 = 0
+    }
+
+    /// Runs the lane until it is stopped and every outcome it took is stored (or abandoned).
+    func run(run makeRun: @escaping Run) async {
+        defer { finished.open() }
+        await withDiscardingTaskGroup { group in
+            var state = State()
+            group.addTask {
+                // Actions a handler held for a restart run again now that a broker of their scope started.
+                do {
+                    try await self.storage.releaseHeldParallel(try await self.scope())
+                } catch {
+                    self.logger.error("could not release the held parallel actions: \(error)")
+                }
+                self.mailbox.post(.wake(timer: nil))
+            }
+            while let events = await mailbox.next() {
+                for event in events {
+                    handle(event, state: &state, group: &group, makeRun: makeRun)
+                }
+                act(&state, group: &group)
+                let claims = state.running.values.map(\.claim)
+                inFlight.withLock { $0 = claims }
+                if !claims.isEmpty, !state.renewing, state.phase != .abandoned {
+                    state.renewing = true
+                    group.addTask { await self.renewClaims() }
+                }
+                if state.phase == .stopping, !state.claiming, !state.storing, state.outcomes.isEmpty, state.running.isEmpty { break }
+                // Given up on: what ran is not stored (its claims are let go below, and it runs again).
+                if state.phase == .abandoned, !state.claiming, !state.storing { break }
+            }
+            state.timer?.timer.cancel()
+            let left = state.running.values.map(\.claim)
+            if !left.isEmpty {
+                // Abandoned: let the claims go so that another worker runs them at once.
+                do {
+                    try await storage.releaseParallel(left, owner: owner)
+                } catch {
+                    logger.warning("could not release \(left.count) parallel claim(s); they expire after the lease: \(error)")
+                }
+            }
+            group.cancelAll()
+        }
+    }
+
+    private func handle(_ event: Event, state: inout State, group: inout DiscardingTaskGroup, makeRun: Run) {
+        switch event {
+        case .wake(let token):
+            if let token {
+                guard state.timer?.token == token else { return }
+                state.timer = nil
+            }
+            if state.claiming { state.wokenDuringClaim = true } else { state.wanted = true }
+        case .claimed(let claims, let asked, let sentAt):
+            state.claiming = false
+            if state.claimFailures > 0 {
+                state.claimFailures = 0
+                emit(.storageRecovered(operation: .claim, queueNames: []))
+            }
+            // A claim answered long before it is handled (the process stalled) may have expired.
+            let stale = time.elapsed() - sentAt > leaseDuration / 4
+            var notStarted: [TaskParallelClaim] = []
+            for claim in claims {
+                guard !stale, state.phase == .running, let run = makeRun(claim) else {
+                    if !stale, state.phase == .running {
+                        // Does not decode: held until a broker starts again.
+                        emit(.undecodable(queueName: claim.task.queueName, key: claim.task.key, collection: claim.task.collection))
+                        state.running[ClaimID(claim)] = (claim, false)
+                        state.outcomes.append(TaskParallelOutcome(claim: claim, result: .held))
+                    } else {
+                        notStarted.append(claim)
+                    }
+                    continue
+                }
+                state.running[ClaimID(claim)] = (claim, true)
+                emit(.started(queueName: claim.task.queueName, key: claim.task.key, collection: claim.task.collection, attempt: claim.task.nextAttempt))
+                let mailbox = self.mailbox
+                handlers.start {
+                    await run { outcome in mailbox.post(.ran(outcome)) }
+                }
+            }
+            if !notStarted.isEmpty {
+                group.addTask {
+                    try? await self.storage.releaseParallel(notStarted, owner: self.owner)
+                }
+            }
+            if claims.count >= asked || state.wokenDuringClaim {
+                state.wanted = true
+            } else {
+                state.wanted = false
+                group.addTask { await self.findNextTime() }
+            }
+            state.wokenDuringClaim = false
+        case .claimFailed(let message):
+            state.claiming = false
+            state.claimFailures += 1
+            let delay = backoff.delay(afterFailures: state.claimFailures)
+            emit(.storageFailed(operation: .claim, queueNames: [], message: message, retryIn: delay))
+            // The timer's wake-up claims again (or a change heard before it).
+            state.wanted = false
+            setTimer(after: delay, state: &state, group: &group)
+        case .ran(let outcome):
+            let id = ClaimID(outcome.claim)
+            guard let entry = state.running[id], entry.handlerRuns else { return }
+            state.running[id] = (entry.claim, false)
+            state.outcomes.append(outcome)
+        case .stored(let outcomes, let refused):
+            state.storing = false
+            if state.storeFailures > 0 {
+                state.storeFailures = 0
+                emit(.storageRecovered(operation: .store, queueNames: []))
+            }
+            let refusedIDs = Set(refused.map(ClaimID.init))
+            for outcome in outcomes {
+                let id = ClaimID(outcome.claim)
+                state.running[id] = nil
+                let task = outcome.claim.task
+                if refusedIDs.contains(id) {
+                    emit(.leaseLost(queueName: task.queueName, key: task.key, collection: task.collection))
+                    continue
+                }
+                switch outcome.result {
+                case .completed:
+                    emit(.succeeded(queueName: task.queueName, key: task.key, collection: task.collection))
+                case .deadLettered:
+                    emit(.deadLettered(
+                        queueName: task.queueName, key: task.key, collection: task.collection,
+                        reason: task.lastFailure?.reason ?? "failed"
+                    ))
+                case .failed(let retryAt):
+                    let after = retryAt.map { max(.zero, Duration(timeInterval: $0.timeIntervalSince(time.now()))) } ?? .zero
+                    emit(.failed(queueName: task.queueName, key: task.key, collection: task.collection, result: .retry(after: after)))
+                case .held:
+                    emit(.failed(queueName: task.queueName, key: task.key, collection: task.collection, result: .waitForRestart))
+                }
+            }
+            // A failure to run again soon is in the database: look for it.
+            if outcomes.contains(where: { if case .failed = $0.result { true } else { false } }) {
+                if state.claiming { state.wokenDuringClaim = true } else { state.wanted = true }
+            }
+        case .storeFailed(let outcomes, let message):
+            state.storing = false
+            state.storeFailures += 1
+            state.outcomes = outcomes + state.outcomes
+            state.storeWaiting = true
+            let delay = backoff.delay(afterFailures: state.storeFailures)
+            emit(.storageFailed(operation: .store, queueNames: Array(Set(outcomes.map(\.claim.task.queueName))).sorted(), message: message, retryIn: delay))
+            let mailbox = self.mailbox
+            let sleep = time.sleep
+            group.addTask {
+                try? await sleep(delay)
+                mailbox.post(.retryStore)
+            }
+        case .retryStore:
+            state.storeWaiting = false
+        case .renewed:
+            state.renewing = false
+        case .nextTime(let date):
+            if let date {
+                setTimer(after: .timer(until: date, now: time.now()), state: &state, group: &group)
+            }
+        case .lost(let claims):
+            for claim in claims where state.running[ClaimID(claim)]?.handlerRuns == true {
+                logger.warning(
+                    "lost the claim on parallel action \(claim.task.collection)/\(claim.task.key) while it ran: its claim expired and another worker may run it; this run's outcome will not be stored"
+                )
+            }
+        case .stop:
+            if state.phase == .running { state.phase = .stopping }
+        case .abandon:
+            state.phase = .abandoned
+        }
+    }
+
+    private func act(_ state: inout State, group: inout DiscardingTaskGroup) {
+        if !state.outcomes.isEmpty, !state.storing, !state.storeWaiting, state.phase != .abandoned {
+            state.storing = true
+            let batch = state.outcomes
+            state.outcomes = []
+            group.addTask { await self.store(batch) }
+        }
+        let free = capacity - state.running.count
+        // Outcomes waiting to be stored hold their slots: a slow store slows claims.
+        if state.phase == .running, state.wanted, !state.claiming, free > 0 {
+            state.claiming = true
+            state.wanted = false
+            let limit = min(free, Self.largestClaim)
+            group.addTask { await self.claim(limit: limit) }
+        }
+    }
+
+    private func setTimer(after delay: Duration, state: inout State, group: inout DiscardingTaskGroup) {
+        state.timer?.timer.cancel()
+        state.nextToken += 1
+        let token = state.nextToken
+        let timer = BrokerTimer()
+        state.timer = (token, timer)
+        let deadline = time.elapsed() + delay
+        let sleepUntilElapsed = time.sleepUntilElapsed
+        let mailbox = self.mailbox
+        group.addTask {
+            if await timer.sleep(using: { try await sleepUntilElapsed(deadline) }) {
+                mailbox.post(.wake(timer: token))
+            }
+        }
+    }
+
+    private func claim(limit: Int) async {
+        let sentAt = time.elapsed()
+        do {
+            let claims = try await storage.claimParallel(
+                try await scope(), limit: limit, owner: owner, leaseDuration: leaseDuration, now: time.now()
+            )
+            mailbox.post(.claimed(claims, asked: limit, sentAt: sentAt))
+        } catch {
+            mailbox.post(.claimFailed(Self.describe(error)))
+        }
+    }
+
+    private func store(_ outcomes: [TaskParallelOutcome]) async {
+        do {
+            let refused = try await storage.finishParallel(outcomes, owner: owner)
+            mailbox.post(.stored(outcomes, refused: refused))
+        } catch {
+            mailbox.post(.storeFailed(outcomes, Self.describe(error)))
+        }
+    }
+
+    private func findNextTime() async {
+        do {
+            mailbox.post(.nextTime(try await storage.nextParallelTime(try await scope(), owner: owner, now: time.now())))
+        } catch {
+            // Tried again with the next claim that comes back short.
+            logger.warning("could not read when the next parallel action is due: \(Self.describe(error))")
+        }
+    }
+
+    /// Renews the claims of the actions in flight a third of the lease from now (the loop starts
+    /// it while actions run, one at a time: an idle lane sleeps on no clock).
+    private func renewClaims() async {
+        defer { mailbox.post(.renewed) }
+        do {
+            try await time.sleep(leaseDuration / 3)
+        } catch {
+            return
+        }
+        let claims = inFlight.withLock { $0 }
+        guard !claims.isEmpty else { return }
+        do {
+            let lost = try await storage.renewParallel(claims, owner: owner, leaseDuration: leaseDuration)
+            if !lost.isEmpty { mailbox.post(.lost(lost)) }
+        } catch {
+            logger.warning("could not renew \(claims.count) parallel claim(s); tried again in a third of the lease: \(Self.describe(error))")
+        }
+    }
+
+    /// A claim by its action and token (its task's failure changes once it ran).
+    struct ClaimID: Hashable {
+        let collection: String
+        let key: String
+        let token: Int64
+
+        init(_ claim: TaskParallelClaim) {
+            collection = claim.task.collection
+            key = claim.task.key
+            token = claim.token
+        }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        (error as? TaskBrokerError)?.message ?? "\(error)"
+    }
+}

@@ -1,0 +1,260 @@
+import Foundation
+import NIOCore
+import PostgresNIO
+import TaskBroker
+
+// Plain parallel actions: the table, and the statements that save, claim (`FOR UPDATE SKIP
+// LOCKED`, a batch at a time), finish, renew and release them.
+extension PostgresSchema {
+    /// Version 10's statements: the table of plain parallel actions and its indexes.
+    ///
+    /// - `parallel_ready`: the ready actions by (priority descending, position): a claim reads the
+    ///   first rows of it, skipping those under a live claim or another transaction's lock.
+    /// - `parallel_schedule`, `parallel_claimed`: the next not-before time and the next expiry of
+    ///   a claim, when a broker has nothing ready.
+    /// - `parallel_queue`: per queue, for counts, listings and dead letters.
+    var parallelTableDefinition: [String] {
+        [
+            """
+            CREATE TABLE IF NOT EXISTS \(parallel) (
+                collection text NOT NULL,
+                key text NOT NULL,
+                queue_name text NOT NULL,
+                payload bytea NOT NULL,
+                position bigint NOT NULL,
+                revision bigint NOT NULL,
+                attempts integer NOT NULL DEFAULT 0,
+                not_before double precision,
+                priority bigint NOT NULL DEFAULT 0,
+                state smallint NOT NULL DEFAULT 0,
+                last_failure text,
+                failed_at double precision,
+                saved_at double precision DEFAULT extract(epoch FROM now()),
+                owner text,
+                token bigint NOT NULL DEFAULT 0,
+                expires_at timestamptz NOT NULL DEFAULT '-infinity',
+                PRIMARY KEY (collection, key)
+            )
+            """,
+            "CREATE INDEX IF NOT EXISTS parallel_ready ON \(parallel) (priority DESC, position) WHERE state = 0",
+            "CREATE INDEX IF NOT EXISTS parallel_schedule ON \(parallel) (not_before) WHERE state = 0 AND not_before IS NOT NULL",
+            "CREATE INDEX IF NOT EXISTS parallel_claimed ON \(parallel) (expires_at) WHERE owner IS NOT NULL",
+            "CREATE INDEX IF NOT EXISTS parallel_queue ON \(parallel) (queue_name, state)",
+        ]
+    }
+
+    /// The columns ``task(_:)`` reads, from the parallel table (no pause of its own).
+    static let parallelColumns = """
+        collection, key, queue_name, payload, position, revision, attempts, NULL::int2, NULL::float8, \
+        not_before, priority, last_failure, failed_at
+        """
+
+    /// The same columns, of the row `a`.
+    static let parallelColumnsOfA = """
+        a.collection, a.key, a.queue_name, a.payload, a.position, a.revision, a.attempts, NULL::int2, NULL::float8, \
+        a.not_before, a.priority, a.last_failure, a.failed_at
+        """
+
+    /// A scope as two parameters: the prefix (when `byPrefix`) or the names.
+    struct Scope {
+        var byPrefix: Bool
+        var prefix: String
+        var names: [String]
+
+        init(_ scope: TaskParallelScope) {
+            switch scope {
+            case .prefix(let prefix): (byPrefix, self.prefix, names) = (true, prefix, [])
+            case .queues(let names): (byPrefix, prefix, self.names) = (false, "", names)
+            }
+        }
+    }
+
+    func saveParallelQuery(
+        collections: [String], keys: [String], queueNames: [String], payloads: [ByteBuffer], notBefores: [Double], priorities: [Int64]
+    ) -> PostgresQuery {
+        """
+        WITH input AS (
+            SELECT c, k, q, p, NULLIF(nb, 'NaN'::float8) AS nb, pr, nextval('\(unescaped: sequence)') AS n
+            FROM unnest(\(collections)::text[], \(keys)::text[], \(queueNames)::text[], \(payloads)::bytea[],
+                        \(PostgresArray(notBefores))::float8[], \(PostgresArray(priorities))::int8[])
+                WITH ORDINALITY AS u(c, k, q, p, nb, pr, i)
+            ORDER BY i
+        )
+        INSERT INTO \(unescaped: parallel) AS a (collection, key, queue_name, payload, position, revision, not_before, priority)
+        SELECT c, k, q, p, n, n, nb, pr FROM input
+        ON CONFLICT (collection, key) DO UPDATE SET
+            queue_name = excluded.queue_name, payload = excluded.payload, revision = excluded.revision,
+            not_before = excluded.not_before, priority = excluded.priority, state = 0, attempts = 0,
+            last_failure = NULL, failed_at = NULL, owner = NULL, expires_at = '-infinity'
+        RETURNING a.collection, a.key, a.position, a.revision
+        """
+    }
+
+    /// Claims up to `limit` ready actions of the scope: the first rows of `parallel_ready` that no
+    /// live claim and no other transaction holds (`SKIP LOCKED`), each with a new token.
+    func claimParallelQuery(_ scope: Scope, limit: Int, owner: String, leaseMilliseconds: Int64, now: Double) -> PostgresQuery {
+        """
+        WITH picked AS (
+            SELECT p.collection, p.key FROM \(unescaped: parallel) p
+            WHERE p.state = 0 AND p.expires_at < clock_timestamp() AND (p.not_before IS NULL OR p.not_before <= \(now)::float8)
+              AND ((\(scope.byPrefix) AND starts_with(p.queue_name, \(scope.prefix)))
+                   OR (NOT \(scope.byPrefix) AND p.queue_name = ANY(\(scope.names)::text[])))
+              AND NOT EXISTS (SELECT 1 FROM \(unescaped: queue) q WHERE q.name = p.queue_name AND q.paused)
+            ORDER BY p.priority DESC, p.position
+            LIMIT \(Int64(max(1, limit)))
+            FOR UPDATE OF p SKIP LOCKED
+        )
+        UPDATE \(unescaped: parallel) a
+        SET owner = \(owner), token = a.token + 1, expires_at = clock_timestamp() + \(leaseMilliseconds) * interval '1 millisecond'
+        FROM picked WHERE a.collection = picked.collection AND a.key = picked.key
+        RETURNING \(unescaped: Self.parallelColumnsOfA), a.token
+        """
+    }
+
+    /// The kinds of outcome in ``finishParallelQuery(_:owner:)``.
+    enum ParallelOutcomeKind {
+        static let completed: Int16 = 0
+        static let failed: Int16 = 1
+        static let deadLettered: Int16 = 2
+        static let held: Int16 = 3
+    }
+
+    /// Stores outcomes whose claims `owner` still holds (same revision and token); returns the
+    /// key and collection of each one stored.
+    func finishParallelQuery(_ outcomes: [TaskParallelOutcome], owner: String) -> PostgresQuery {
+        var kinds: [Int16] = []
+        var retryAts: [Double] = []
+        for outcome in outcomes {
+            switch outcome.result {
+            case .completed: kinds.append(ParallelOutcomeKind.completed); retryAts.append(.nan)
+            case .failed(let at): kinds.append(ParallelOutcomeKind.failed); retryAts.append(at?.timeIntervalSince1970 ?? .nan)
+            case .deadLettered: kinds.append(ParallelOutcomeKind.deadLettered); retryAts.append(.nan)
+            case .held: kinds.append(ParallelOutcomeKind.held); retryAts.append(.nan)
+            }
+        }
+        let tasks = outcomes.map(\.claim.task)
+        return """
+            WITH input AS (
+                SELECT * FROM unnest(\(PostgresArray(tasks.map(\.collection)))::text[], \(PostgresArray(tasks.map(\.key)))::text[],
+                                     \(PostgresArray(tasks.map(\.revision)))::int8[], \(PostgresArray(outcomes.map(\.claim.token)))::int8[],
+                                     \(PostgresArray(kinds))::int2[], \(PostgresArray(retryAts))::float8[],
+                                     \(PostgresArray(tasks.map { $0.lastFailure?.reason ?? "" }))::text[],
+                                     \(PostgresArray(tasks.map { $0.lastFailure?.failedAt.timeIntervalSince1970 ?? .nan }))::float8[])
+                    AS u(c, k, r, t, kind, at, reason, fa)
+            ),
+            done AS (
+                DELETE FROM \(unescaped: parallel) a USING input i
+                WHERE i.kind = 0 AND a.collection = i.c AND a.key = i.k AND a.revision = i.r AND a.token = i.t AND a.owner = \(owner)
+                RETURNING a.collection, a.key
+            ),
+            failed AS (
+                UPDATE \(unescaped: parallel) a SET
+                    attempts = least(a.attempts::int8 + 1, 2147483647)::int4,
+                    state = CASE i.kind WHEN 2 THEN 1 WHEN 3 THEN 2 ELSE 0 END,
+                    not_before = CASE WHEN i.kind = 1 THEN NULLIF(i.at, 'NaN'::float8) ELSE a.not_before END,
+                    last_failure = NULLIF(i.reason, ''), failed_at = NULLIF(i.fa, 'NaN'::float8),
+                    owner = NULL, expires_at = '-infinity'
+                FROM input i
+                WHERE i.kind <> 0 AND a.collection = i.c AND a.key = i.k AND a.revision = i.r AND a.token = i.t AND a.owner = \(owner)
+                RETURNING a.collection, a.key
+            )
+            SELECT collection, key FROM done UNION ALL SELECT collection, key FROM failed
+            """
+    }
+
+    /// Extends the claims `owner` still holds; returns the key and collection of each.
+    func renewParallelQuery(_ claims: [TaskParallelClaim], owner: String, leaseMilliseconds: Int64) -> PostgresQuery {
+        let tasks = claims.map(\.task)
+        return """
+            UPDATE \(unescaped: parallel) a SET expires_at = clock_timestamp() + \(leaseMilliseconds) * interval '1 millisecond'
+            FROM unnest(\(PostgresArray(tasks.map(\.collection)))::text[], \(PostgresArray(tasks.map(\.key)))::text[],
+                        \(PostgresArray(tasks.map(\.revision)))::int8[], \(PostgresArray(claims.map(\.token)))::int8[]) AS i(c, k, r, t)
+            WHERE a.collection = i.c AND a.key = i.k AND a.revision = i.r AND a.token = i.t AND a.owner = \(owner)
+            RETURNING a.collection, a.key
+            """
+    }
+
+    /// Drops the claims `owner` still holds; returns the queue of each.
+    func releaseParallelQuery(_ claims: [TaskParallelClaim], owner: String) -> PostgresQuery {
+        let tasks = claims.map(\.task)
+        return """
+            UPDATE \(unescaped: parallel) a SET owner = NULL, expires_at = '-infinity'
+            FROM unnest(\(PostgresArray(tasks.map(\.collection)))::text[], \(PostgresArray(tasks.map(\.key)))::text[],
+                        \(PostgresArray(claims.map(\.token)))::int8[]) AS i(c, k, t)
+            WHERE a.collection = i.c AND a.key = i.k AND a.token = i.t AND a.owner = \(owner)
+            RETURNING a.queue_name
+            """
+    }
+
+    /// The earliest future not-before time of the scope, and the seconds until the earliest
+    /// expiry of a claim another owner holds (the server's clock).
+    func nextParallelTimeQuery(_ scope: Scope, owner: String, now: Double) -> PostgresQuery {
+        """
+        SELECT
+            (SELECT min(p.not_before) FROM \(unescaped: parallel) p
+             WHERE p.state = 0 AND p.not_before IS NOT NULL AND p.not_before > \(now)::float8
+               AND ((\(scope.byPrefix) AND starts_with(p.queue_name, \(scope.prefix)))
+                    OR (NOT \(scope.byPrefix) AND p.queue_name = ANY(\(scope.names)::text[])))),
+            (SELECT EXTRACT(EPOCH FROM (min(p.expires_at) - clock_timestamp()))::float8 FROM \(unescaped: parallel) p
+             WHERE p.owner IS NOT NULL AND p.owner <> \(owner) AND p.state = 0 AND p.expires_at >= clock_timestamp()
+               AND ((\(scope.byPrefix) AND starts_with(p.queue_name, \(scope.prefix)))
+                    OR (NOT \(scope.byPrefix) AND p.queue_name = ANY(\(scope.names)::text[]))))
+        """
+    }
+
+    func releaseHeldParallelQuery(_ scope: Scope) -> PostgresQuery {
+        """
+        UPDATE \(unescaped: parallel) p SET state = 0
+        WHERE p.state = 2
+          AND ((\(scope.byPrefix) AND starts_with(p.queue_name, \(scope.prefix)))
+               OR (NOT \(scope.byPrefix) AND p.queue_name = ANY(\(scope.names)::text[])))
+        RETURNING p.queue_name
+        """
+    }
+
+    func parallelCountsQuery() -> PostgresQuery {
+        """
+        SELECT queue_name, count(*) FILTER (WHERE state <> 1), count(*) FILTER (WHERE state = 1),
+               min(saved_at) FILTER (WHERE state <> 1)
+        FROM \(unescaped: parallel) GROUP BY queue_name
+        """
+    }
+
+    func parallelQueueNamesQuery() -> PostgresQuery {
+        "SELECT DISTINCT queue_name FROM \(unescaped: parallel) ORDER BY queue_name"
+    }
+
+    func deleteParallelQuery(collection: String, key: String) -> PostgresQuery {
+        "DELETE FROM \(unescaped: parallel) WHERE collection = \(collection) AND key = \(key) RETURNING \(unescaped: Self.parallelColumns)"
+    }
+
+    func lookupParallelQuery(collection: String, key: String) -> PostgresQuery {
+        "SELECT \(unescaped: Self.parallelColumns), state FROM \(unescaped: parallel) WHERE collection = \(collection) AND key = \(key)"
+    }
+
+    func parallelDeadLettersQuery(queueName: String?) -> PostgresQuery {
+        guard let queueName else {
+            return "SELECT \(unescaped: Self.parallelColumns) FROM \(unescaped: parallel) WHERE state = 1 ORDER BY queue_name, position"
+        }
+        return """
+            SELECT \(unescaped: Self.parallelColumns) FROM \(unescaped: parallel)
+            WHERE queue_name = \(queueName) AND state = 1 ORDER BY position
+            """
+    }
+
+    func replayParallelDeadLetterQuery(collection: String, key: String) -> PostgresQuery {
+        """
+        UPDATE \(unescaped: parallel) SET state = 0, attempts = 0, last_failure = NULL, failed_at = NULL, not_before = NULL,
+            owner = NULL, expires_at = '-infinity', revision = nextval('\(unescaped: sequence)')
+        WHERE collection = \(collection) AND key = \(key) AND state = 1
+        RETURNING \(unescaped: Self.parallelColumns)
+        """
+    }
+
+    func discardParallelDeadLetterQuery(collection: String, key: String) -> PostgresQuery {
+        """
+        DELETE FROM \(unescaped: parallel) WHERE collection = \(collection) AND key = \(key) AND state = 1
+        RETURNING \(unescaped: Self.parallelColumns)
+        """
+    }
+}
