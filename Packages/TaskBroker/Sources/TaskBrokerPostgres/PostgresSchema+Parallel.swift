@@ -34,13 +34,83 @@ extension PostgresSchema {
                 token bigint NOT NULL DEFAULT 0,
                 expires_at timestamptz NOT NULL DEFAULT '-infinity',
                 PRIMARY KEY (collection, key)
-            )
+            ) WITH (fillfactor = 70)
             """,
             "CREATE INDEX IF NOT EXISTS parallel_ready ON \(parallel) (priority DESC, position) WHERE state = 0",
             "CREATE INDEX IF NOT EXISTS parallel_schedule ON \(parallel) (not_before) WHERE state = 0 AND not_before IS NOT NULL",
-            "CREATE INDEX IF NOT EXISTS parallel_claimed ON \(parallel) (expires_at) WHERE owner IS NOT NULL",
             "CREATE INDEX IF NOT EXISTS parallel_queue ON \(parallel) (queue_name, state)",
+            // The paused queues, so that a claim with none paused looks at no queue per row.
+            "CREATE INDEX IF NOT EXISTS queue_paused ON \(queue) (name) WHERE paused",
+        ] + parallelFunctions
+    }
+
+    /// The statements that find the rows of a batch by key (finish, complete, renew, release), as
+    /// functions: PostgreSQL plans a statement with its arrays' real lengths, and for a batch of
+    /// about a thousand chose a hash join over the whole table (64 ms a finish over 100,000 rows,
+    /// against 4 ms by index). The functions plan with hash and merge joins off: one index look-up
+    /// per row, whatever the table holds.
+    var parallelFunctions: [String] {
+        let noScan = "SET enable_hashjoin = off SET enable_mergejoin = off"
+        return [
+            """
+            CREATE OR REPLACE FUNCTION \(schemaQualified("parallel_complete"))(p_owner text, p_c text[], p_k text[], p_t int8[])
+            RETURNS TABLE (collection text, key text) LANGUAGE sql \(noScan) AS $$
+                DELETE FROM \(parallel) a USING unnest(p_c, p_k, p_t) AS i(c, k, t)
+                WHERE a.collection = i.c AND a.key = i.k AND a.token = i.t AND a.owner = p_owner
+                RETURNING a.collection, a.key
+            $$
+            """,
+            """
+            CREATE OR REPLACE FUNCTION \(schemaQualified("parallel_finish"))(
+                p_owner text, p_c text[], p_k text[], p_r int8[], p_t int8[], p_kind int2[], p_at float8[], p_reason text[], p_fa float8[]
+            ) RETURNS TABLE (collection text, key text) LANGUAGE sql \(noScan) AS $$
+                WITH input AS (
+                    SELECT * FROM unnest(p_c, p_k, p_r, p_t, p_kind, p_at, p_reason, p_fa) AS u(c, k, r, t, kind, at, reason, fa)
+                ),
+                done AS (
+                    DELETE FROM \(parallel) a USING input i
+                    WHERE i.kind = 0 AND a.collection = i.c AND a.key = i.k AND a.revision = i.r AND a.token = i.t AND a.owner = p_owner
+                    RETURNING a.collection, a.key
+                ),
+                failed AS (
+                    UPDATE \(parallel) a SET
+                        attempts = least(a.attempts::int8 + 1, 2147483647)::int4,
+                        state = CASE i.kind WHEN 2 THEN 1 WHEN 3 THEN 2 ELSE 0 END,
+                        not_before = CASE WHEN i.kind = 1 THEN NULLIF(i.at, 'NaN'::float8) ELSE a.not_before END,
+                        last_failure = NULLIF(i.reason, ''), failed_at = NULLIF(i.fa, 'NaN'::float8),
+                        owner = NULL, expires_at = '-infinity'
+                    FROM input i
+                    WHERE i.kind <> 0 AND a.collection = i.c AND a.key = i.k AND a.revision = i.r AND a.token = i.t AND a.owner = p_owner
+                    RETURNING a.collection, a.key
+                )
+                SELECT collection, key FROM done UNION ALL SELECT collection, key FROM failed
+            $$
+            """,
+            """
+            CREATE OR REPLACE FUNCTION \(schemaQualified("parallel_renew"))(
+                p_owner text, p_c text[], p_k text[], p_r int8[], p_t int8[], p_ms int8
+            ) RETURNS TABLE (collection text, key text) LANGUAGE sql \(noScan) AS $$
+                UPDATE \(parallel) a SET expires_at = clock_timestamp() + p_ms * interval '1 millisecond'
+                FROM unnest(p_c, p_k, p_r, p_t) AS i(c, k, r, t)
+                WHERE a.collection = i.c AND a.key = i.k AND a.revision = i.r AND a.token = i.t AND a.owner = p_owner
+                RETURNING a.collection, a.key
+            $$
+            """,
+            """
+            CREATE OR REPLACE FUNCTION \(schemaQualified("parallel_release"))(p_owner text, p_c text[], p_k text[], p_t int8[])
+            RETURNS SETOF text LANGUAGE sql \(noScan) AS $$
+                UPDATE \(parallel) a SET owner = NULL, expires_at = '-infinity'
+                FROM unnest(p_c, p_k, p_t) AS i(c, k, t)
+                WHERE a.collection = i.c AND a.key = i.k AND a.token = i.t AND a.owner = p_owner
+                RETURNING a.queue_name
+            $$
+            """,
         ]
+    }
+
+    /// A name in this schema, quoted.
+    func schemaQualified(_ name: String) -> String {
+        "\"\(schema)\".\(name)"
     }
 
     /// The columns ``task(_:)`` reads, from the parallel table (no pause of its own).
@@ -91,22 +161,24 @@ extension PostgresSchema {
     }
 
     /// Claims up to `limit` ready actions of the scope: the first rows of `parallel_ready` that no
-    /// live claim and no other transaction holds (`SKIP LOCKED`), each with a new token.
+    /// live claim and no other transaction holds (`SKIP LOCKED`), each with a new token. The rows
+    /// are locked by the subquery and updated by their tuple ids (a TID scan, no second index look-up).
     func claimParallelQuery(_ scope: Scope, limit: Int, owner: String, leaseMilliseconds: Int64, now: Double) -> PostgresQuery {
         """
-        WITH picked AS (
-            SELECT p.collection, p.key FROM \(unescaped: parallel) p
-            WHERE p.state = 0 AND p.expires_at < clock_timestamp() AND (p.not_before IS NULL OR p.not_before <= \(now)::float8)
+        UPDATE \(unescaped: parallel) a
+        SET owner = \(owner), token = a.token + 1, expires_at = statement_timestamp() + \(leaseMilliseconds) * interval '1 millisecond'
+        WHERE a.ctid = ANY(ARRAY(
+            SELECT p.ctid FROM \(unescaped: parallel) p
+            WHERE p.state = 0 AND p.expires_at < statement_timestamp() AND (p.not_before IS NULL OR p.not_before <= \(now)::float8)
               AND ((\(scope.byPrefix) AND starts_with(p.queue_name, \(scope.prefix)))
                    OR (NOT \(scope.byPrefix) AND p.queue_name = ANY(\(scope.names)::text[])))
-              AND NOT EXISTS (SELECT 1 FROM \(unescaped: queue) q WHERE q.name = p.queue_name AND q.paused)
+              -- Evaluated once: with no queue paused (the usual case), no row looks its queue up.
+              AND (NOT EXISTS (SELECT 1 FROM \(unescaped: queue) WHERE paused)
+                   OR NOT EXISTS (SELECT 1 FROM \(unescaped: queue) q WHERE q.name = p.queue_name AND q.paused))
             ORDER BY p.priority DESC, p.position
             LIMIT \(Int64(max(1, limit)))
             FOR UPDATE OF p SKIP LOCKED
-        )
-        UPDATE \(unescaped: parallel) a
-        SET owner = \(owner), token = a.token + 1, expires_at = clock_timestamp() + \(leaseMilliseconds) * interval '1 millisecond'
-        FROM picked WHERE a.collection = picked.collection AND a.key = picked.key
+        ))
         RETURNING \(unescaped: Self.parallelColumnsOfA), a.token
         """
     }
@@ -134,31 +206,23 @@ extension PostgresSchema {
         }
         let tasks = outcomes.map(\.claim.task)
         return """
-            WITH input AS (
-                SELECT * FROM unnest(\(PostgresArray(tasks.map(\.collection)))::text[], \(PostgresArray(tasks.map(\.key)))::text[],
-                                     \(PostgresArray(tasks.map(\.revision)))::int8[], \(PostgresArray(outcomes.map(\.claim.token)))::int8[],
-                                     \(PostgresArray(kinds))::int2[], \(PostgresArray(retryAts))::float8[],
-                                     \(PostgresArray(tasks.map { $0.lastFailure?.reason ?? "" }))::text[],
-                                     \(PostgresArray(tasks.map { $0.lastFailure?.failedAt.timeIntervalSince1970 ?? .nan }))::float8[])
-                    AS u(c, k, r, t, kind, at, reason, fa)
-            ),
-            done AS (
-                DELETE FROM \(unescaped: parallel) a USING input i
-                WHERE i.kind = 0 AND a.collection = i.c AND a.key = i.k AND a.revision = i.r AND a.token = i.t AND a.owner = \(owner)
-                RETURNING a.collection, a.key
-            ),
-            failed AS (
-                UPDATE \(unescaped: parallel) a SET
-                    attempts = least(a.attempts::int8 + 1, 2147483647)::int4,
-                    state = CASE i.kind WHEN 2 THEN 1 WHEN 3 THEN 2 ELSE 0 END,
-                    not_before = CASE WHEN i.kind = 1 THEN NULLIF(i.at, 'NaN'::float8) ELSE a.not_before END,
-                    last_failure = NULLIF(i.reason, ''), failed_at = NULLIF(i.fa, 'NaN'::float8),
-                    owner = NULL, expires_at = '-infinity'
-                FROM input i
-                WHERE i.kind <> 0 AND a.collection = i.c AND a.key = i.k AND a.revision = i.r AND a.token = i.t AND a.owner = \(owner)
-                RETURNING a.collection, a.key
-            )
-            SELECT collection, key FROM done UNION ALL SELECT collection, key FROM failed
+            SELECT collection, key FROM \(unescaped: schemaQualified("parallel_finish"))(
+                \(owner), \(PostgresArray(tasks.map(\.collection)))::text[], \(PostgresArray(tasks.map(\.key)))::text[],
+                \(PostgresArray(tasks.map(\.revision)))::int8[], \(PostgresArray(outcomes.map(\.claim.token)))::int8[],
+                \(PostgresArray(kinds))::int2[], \(PostgresArray(retryAts))::float8[],
+                \(PostgresArray(tasks.map { $0.lastFailure?.reason ?? "" }))::text[],
+                \(PostgresArray(tasks.map { $0.lastFailure?.failedAt.timeIntervalSince1970 ?? .nan }))::float8[])
+            """
+    }
+
+    /// Deletes the completed actions whose claims `owner` still holds (the usual finish: three
+    /// arrays, one index look-up each); returns the key and collection of each.
+    func completeParallelQuery(_ claims: [TaskParallelClaim], owner: String) -> PostgresQuery {
+        let tasks = claims.map(\.task)
+        return """
+            SELECT collection, key FROM \(unescaped: schemaQualified("parallel_complete"))(
+                \(owner), \(PostgresArray(tasks.map(\.collection)))::text[], \(PostgresArray(tasks.map(\.key)))::text[],
+                \(PostgresArray(claims.map(\.token)))::int8[])
             """
     }
 
@@ -166,11 +230,9 @@ extension PostgresSchema {
     func renewParallelQuery(_ claims: [TaskParallelClaim], owner: String, leaseMilliseconds: Int64) -> PostgresQuery {
         let tasks = claims.map(\.task)
         return """
-            UPDATE \(unescaped: parallel) a SET expires_at = clock_timestamp() + \(leaseMilliseconds) * interval '1 millisecond'
-            FROM unnest(\(PostgresArray(tasks.map(\.collection)))::text[], \(PostgresArray(tasks.map(\.key)))::text[],
-                        \(PostgresArray(tasks.map(\.revision)))::int8[], \(PostgresArray(claims.map(\.token)))::int8[]) AS i(c, k, r, t)
-            WHERE a.collection = i.c AND a.key = i.k AND a.revision = i.r AND a.token = i.t AND a.owner = \(owner)
-            RETURNING a.collection, a.key
+            SELECT collection, key FROM \(unescaped: schemaQualified("parallel_renew"))(
+                \(owner), \(PostgresArray(tasks.map(\.collection)))::text[], \(PostgresArray(tasks.map(\.key)))::text[],
+                \(PostgresArray(tasks.map(\.revision)))::int8[], \(PostgresArray(claims.map(\.token)))::int8[], \(leaseMilliseconds))
             """
     }
 
@@ -178,11 +240,9 @@ extension PostgresSchema {
     func releaseParallelQuery(_ claims: [TaskParallelClaim], owner: String) -> PostgresQuery {
         let tasks = claims.map(\.task)
         return """
-            UPDATE \(unescaped: parallel) a SET owner = NULL, expires_at = '-infinity'
-            FROM unnest(\(PostgresArray(tasks.map(\.collection)))::text[], \(PostgresArray(tasks.map(\.key)))::text[],
-                        \(PostgresArray(claims.map(\.token)))::int8[]) AS i(c, k, t)
-            WHERE a.collection = i.c AND a.key = i.k AND a.token = i.t AND a.owner = \(owner)
-            RETURNING a.queue_name
+            SELECT * FROM \(unescaped: schemaQualified("parallel_release"))(
+                \(owner), \(PostgresArray(tasks.map(\.collection)))::text[], \(PostgresArray(tasks.map(\.key)))::text[],
+                \(PostgresArray(claims.map(\.token)))::int8[])
             """
     }
 

@@ -85,8 +85,11 @@ extension PostgresTaskStorage: ParallelTaskStorage {
         return try await run("store \(outcomes.count) parallel outcome(s)") {
             let stored = try await committed { [self] connection in
                 var stored: Set<[String]> = []
-                for try await (collection, key) in try await connection.query(sql.finishParallelQuery(outcomes, owner: owner), logger: logger)
-                    .decode((String, String).self) {
+                // Completions only (the usual batch): the short statement.
+                let query = outcomes.allSatisfy { $0.result == .completed }
+                    ? sql.completeParallelQuery(outcomes.map(\.claim), owner: owner)
+                    : sql.finishParallelQuery(outcomes, owner: owner)
+                for try await (collection, key) in try await connection.query(query, logger: logger).decode((String, String).self) {
                     stored.insert([collection, key])
                 }
                 return stored

@@ -134,7 +134,7 @@ extension TaskStorageConformance {
             let expiry = try await parallel.nextParallelTime(.prefix("p"), owner: "w2", now: Date())
             try expect(expiry.map { $0 > Date().addingTimeInterval(-1) } == true, "another owner learns when w1's claims expire: \(String(describing: expiry))")
             try expect(try await parallel.nextParallelTime(.prefix("p"), owner: "w1", now: Date()) == nil, "w1 is not woken by its own claims")
-            try expect(try await parallel.renewParallel(claims, owner: "w1", leaseDuration: lease).isEmpty, "w1 still holds both")
+            try expect(try await renewing(claims, owner: "w1", in: parallel).isEmpty, "w1 still holds both")
             try await parallel.releaseParallel([claims[1]], owner: "w1")
             let released = try await parallel.claimParallel(.prefix("p"), limit: 2, owner: "w2", leaseDuration: .seconds(30), now: Date())
             try expect(released.map(\.task.key) == ["b"] && released[0].token > claims[1].token, "a released action is claimed at once: \(released)")
@@ -147,7 +147,7 @@ extension TaskStorageConformance {
                 taken = try await parallel.claimParallel(.prefix("p"), limit: 1, owner: "w2", leaseDuration: .seconds(30), now: Date())
             }
             try expect(taken.map(\.task.key) == ["a"] && taken[0].token > claims[0].token, "w2 takes a over after the lease: \(taken)")
-            try expect(try await parallel.renewParallel([claims[0]], owner: "w1", leaseDuration: lease).map(\.task.key) == ["a"], "w1's renewal finds it lost")
+            try expect(try await renewing([claims[0]], owner: "w1", in: parallel).map(\.task.key) == ["a"], "w1's renewal finds it lost")
             let fenced = try await parallel.finishParallel([TaskParallelOutcome(claim: claims[0], result: .completed)], owner: "w1")
             try expect(fenced.map(\.task.key) == ["a"], "w1's outcome is refused: \(fenced)")
             try expect(try await parallel.finishParallel([TaskParallelOutcome(claim: taken[0], result: .completed)], owner: "w2").isEmpty, "w2's is stored")
@@ -178,6 +178,19 @@ extension TaskStorageConformance {
             try expect(heard == ["p-2"], "a released action's queue is heard: \(heard)")
         },
     ]
+
+    /// A renewal as a broker makes it: one that gives up (a shared backend's renewal does after a
+    /// quarter of the lease, which a loaded machine can take) is tried again, up to five times.
+    static func renewing(_ claims: [TaskParallelClaim], owner: String, in parallel: any ParallelTaskStorage) async throws -> [TaskParallelClaim] {
+        var failures = 0
+        while true {
+            do {
+                return try await parallel.renewParallel(claims, owner: owner, leaseDuration: .milliseconds(400))
+            } catch let error as TaskBrokerError where error.code == .storageFailed && failures < 4 {
+                failures += 1
+            }
+        }
+    }
 
     static func parallelStorage(_ storage: any TaskStorage) throws -> any ParallelTaskStorage {
         guard let parallel = storage as? any ParallelTaskStorage else {

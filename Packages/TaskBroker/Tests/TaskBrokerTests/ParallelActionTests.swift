@@ -1,7 +1,7 @@
 import AsyncPrimitivesTesting
 import Foundation
 import QueueRetry
-import TaskBroker
+@testable import TaskBroker
 import Testing
 
 /// Plain parallel actions (`saveParallel`): no order among them, side by side up to the broker's
@@ -78,6 +78,8 @@ struct ParallelActionTests {
         let due = clock.now.advanced(by: .seconds(5))
         try #require(await clock.sleepers { $0[due] != nil }, "a timer sleeps until the retry: \(clock.sleepers)")
         #expect(handler.runs.values == ["a#1"], "not before its time")
+        // Two at the start, two for a, two after its failure (and a pair for each save heard late).
+        #expect(broker.engineView().parallelClaims <= 10, "a lane with nothing ready claims no more: \(broker.engineView().parallelClaims)")
         clock.advance(by: .seconds(5))
         _ = await events.wait { $0.isSuccess("a") }
         #expect(handler.runs.values == ["a#1", "a#2"])

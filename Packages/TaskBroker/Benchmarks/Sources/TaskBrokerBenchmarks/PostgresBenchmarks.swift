@@ -125,6 +125,11 @@ struct PostgresBenchmarks {
                 await bench.dropSchemas()
                 bench.printTable()
                 return
+            case "parallel":
+                try await bench.parallelBurnDowns()
+                await bench.dropSchemas()
+                bench.printTable()
+                return
             case "latency":
                 try await bench.latency()
                 await bench.dropSchemas()
@@ -133,6 +138,7 @@ struct PostgresBenchmarks {
             default: break
             }
             try await bench.burnDowns()
+            try await bench.parallelBurnDowns()
             try await bench.enqueue()
             try await bench.latency()
             try await bench.takeover()
@@ -364,6 +370,94 @@ struct PostgresBenchmarks {
             + "of the workers' wall time, \(share("claimms")) in claims, \(share("finishms")) in finishes, \(share("readms")) in queue reads; "
             + "worker CPU \(fmt(Double(counts["cpums"] ?? 0) * 1000 / Double(max(stored, 1)))) µs and server CPU "
             + "\(fmt(Double(serverCPU) * 1000 / Double(max(stored, 1)))) µs per action")
+        return (Double(stored) / seconds(elapsed), stats)
+    }
+
+    // MARK: - 1b. Burn-down of plain parallel actions
+
+    /// Plain parallel actions against the same raw loop: raw-then-broker pairs, as the queues'
+    /// burn-down (`TB_PG_ROUNDS`), the table showing the pair with the median ratio.
+    mutating func parallelBurnDowns() async throws {
+        var pairs: [(ours: Double, raw: Double)] = []
+        for round in 1...Self.oneProcessRounds {
+            let created = schemas.count
+            let raw = try await rawBurnDown(connections: 1, round: round)
+            let (ours, stats) = try await parallelBurnDown(round: round)
+            await dropSchemas(Array(schemas[created...]))
+            schemas.removeSubrange(created...)
+            print("plain parallel burn-down, 1 worker process: \(fmt(ours)) actions/s; raw DELETE … SKIP LOCKED loop: \(fmt(raw)) rows/s; ratio \(fmt(ours / raw))")
+            for line in stats { print("  \(line)") }
+            pairs.append((ours, raw))
+        }
+        let median = pairs.sorted { $0.ours / $0.raw < $1.ours / $1.raw }[(pairs.count - 1) / 2]
+        if pairs.count > 1 {
+            print("  \(pairs.count) pairs, ratios \(pairs.map { fmt($0.ours / $0.raw) }.joined(separator: ", ")): the table shows the median pair")
+        }
+        rows.append(PostgresBenchRow(
+            name: "plain parallel burn-down \(actionCount / 1000)k, 1 proc",
+            ours: "\(fmt(median.ours)) actions/s", peer: "\(fmt(median.raw)) rows/s (1 conn)",
+            ratio: "\(fmt(median.ours / median.raw))",
+            target: ">= 0.70 x raw" + (pairs.count > 1 ? " (median of \(pairs.count) pairs)" : "")
+        ))
+    }
+
+    /// One worker process drains `actionCount` stored plain parallel no-op actions.
+    mutating func parallelBurnDown(round: Int) async throws -> (Double, [String]) {
+        let schema = newSchema("par_\(round)")
+        let database = try await openDatabase(schema)
+        var batch: [NoOpAction] = []
+        for index in 0..<actionCount {
+            batch.append(NoOpAction(key: "k\(index)", queueName: "bench-parallel"))
+            if batch.count == 10_000 || index == actionCount - 1 {
+                try await database.saveParallel(batch)
+                batch = []
+            }
+        }
+        let table = "\"\(schema)\".parallel_action"
+        let stored = try await admin.count("SELECT count(*) FROM \(table)")
+        try await admin.run(PostgresQuery(unsafeSQL: "VACUUM ANALYZE \(table)"))
+        let inbox = LineInbox()
+        let child = try BenchmarkChild.start(["pg-worker", "parallel", url, schema], inbox: inbox)
+        defer { child.kill() }
+        guard await inbox.next(startingWith: "ready", timeout: .seconds(60)) != nil else {
+            throw TaskBrokerError(code: .storageFailed, message: "the parallel burn-down worker did not start")
+        }
+        try await admin.run("CHECKPOINT")
+        let serverCPUBefore = try await serverCPUTicks(admin)
+        let start = ContinuousClock.now
+        child.send("go")
+        var elapsed = Duration.zero
+        while true {
+            guard let line = await inbox.next(startingWith: "applied", timeout: .seconds(60)) else {
+                throw TaskBrokerError(code: .storageFailed, message: "the parallel burn-down stalled: no finish for 60 s")
+            }
+            let fields = line.split(separator: " ")
+            guard fields.count == 3, let total = Int(fields[2]) else { continue }
+            if total >= stored {
+                elapsed = start.duration(to: .now)
+                break
+            }
+        }
+        let left = try await admin.count("SELECT count(*) FROM \(table)")
+        guard left == 0 else {
+            throw TaskBrokerError(code: .storageFailed, message: "the worker stored \(stored) outcomes, but \(left) actions are left")
+        }
+        let (serverCPU, _) = serverCPUMilliseconds(from: serverCPUBefore, to: try await serverCPUTicks(admin))
+        child.closeInput()
+        var stats: [String] = []
+        if let line = await inbox.next(startingWith: "stats", timeout: .seconds(40)) {
+            let values = Dictionary(line.split(separator: " ").dropFirst(2).compactMap { field -> (String, Int)? in
+                let parts = field.split(separator: "=")
+                guard parts.count == 2, let value = Int(parts[1]) else { return nil }
+                return (String(parts[0]), value)
+            }, uniquingKeysWith: { $1 })
+            let claims = values["claims"] ?? 0, finishes = values["finishes"] ?? 0
+            stats.append("\(claims) claims (\(fmt(Double(values["heads"] ?? 0) / Double(max(claims, 1)))) actions each, \(values["claimms"] ?? 0) ms), "
+                + "\(finishes) finishes (\(fmt(Double(values["outcomes"] ?? 0) / Double(max(finishes, 1)))) outcomes each, \(values["finishms"] ?? 0) ms); "
+                + "ran \(values["handled"] ?? 0) handler calls; worker CPU \(fmt(Double(values["cpums"] ?? 0) * 1000 / Double(max(stored, 1)))) µs "
+                + "and server CPU \(fmt(Double(serverCPU) * 1000 / Double(max(stored, 1)))) µs per action; \(fmt(seconds(elapsed) * 1000)) ms wall")
+        }
+        child.process.waitUntilExit()
         return (Double(stored) / seconds(elapsed), stats)
     }
 

@@ -35,6 +35,8 @@ struct BrokerView: Sendable {
     var pauseTimers = 0
     /// Queues the broker keeps in memory.
     var queues = 0
+    /// Claims of plain parallel actions sent so far.
+    var parallelClaims = 0
 }
 
 /// The thin async shell around ``BrokerStateMachine``: it feeds the machine what happened and
@@ -157,7 +159,9 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
     }
 
     func view() -> BrokerView {
-        currentView.withLock { $0 }
+        var view = currentView.withLock { $0 }
+        view.parallelClaims = lane?.claimsSent.load(ordering: .relaxed) ?? 0
+        return view
     }
 
     func apply(_ changes: [TaskChange]) {

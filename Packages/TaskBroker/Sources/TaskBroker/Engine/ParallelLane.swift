@@ -23,7 +23,7 @@ final class ParallelLane: Sendable {
         /// Ready actions may be stored (a change was heard, or a timer fired).
         case wake(timer: UInt64?)
         case claimed([TaskParallelClaim], asked: Int, sentAt: Duration)
-        case claimFailed(String)
+        case claimFailed(String, asked: Int)
         case ran(TaskParallelOutcome)
         case stored([TaskParallelOutcome], refused: [TaskParallelClaim])
         case storeFailed([TaskParallelOutcome], String)
@@ -31,6 +31,8 @@ final class ParallelLane: Sendable {
         case lost([TaskParallelClaim])
         /// The backoff after a failed store ended.
         case retryStore
+        /// A third of the lease passed since the renewal timer started: renew what runs.
+        case renewDue
         /// A renewal of the running actions' claims ended.
         case renewed
         case stop
@@ -49,11 +51,13 @@ final class ParallelLane: Sendable {
     let logger: Logger
     let mailbox = Mailbox<Event>()
     let finished = Latch()
-    /// The claims of the actions that run or whose outcomes wait to be stored: what a renewal renews.
-    private let inFlight = Mutex<[TaskParallelClaim]>([])
+    /// How many claims the lane has sent (for tests: an idle lane sends none).
+    let claimsSent = Atomic<Int>(0)
 
     /// The most actions one claim asks for.
-    static let largestClaim = 256
+    static let largestClaim = 1024
+    /// How many claims may be under way at once.
+    static let claimsAtOnce = 2
 
     init(
         storage: any ParallelTaskStorage, scope: @escaping @Sendable () async throws -> TaskParallelScope, owner: String,
@@ -91,7 +95,10 @@ final class ParallelLane: Sendable {
         /// The claims of actions whose handlers run (`true`) or whose outcomes are not yet stored.
         var running: [ClaimID: (claim: TaskParallelClaim, handlerRuns: Bool)] = [:]
         var outcomes: [TaskParallelOutcome] = []
-        var claiming = false
+        /// Claims under way (at most ``ParallelLane/claimsAtOnce``), and the slots they asked for.
+        var claims = 0
+        var reserved = 0
+        var claiming: Bool { claims > 0 }
         var storing = false
         /// A store failed: the next waits for the backoff.
         var storeWaiting = false
@@ -126,11 +133,15 @@ final class ParallelLane: Sendable {
                     handle(event, state: &state, group: &group, makeRun: makeRun)
                 }
                 act(&state, group: &group)
-                let claims = state.running.values.map(\.claim)
-                inFlight.withLock { $0 = claims }
-                if !claims.isEmpty, !state.renewing, state.phase != .abandoned {
+                if !state.running.isEmpty, !state.renewing, state.phase != .abandoned {
                     state.renewing = true
-                    group.addTask { await self.renewClaims() }
+                    let mailbox = self.mailbox
+                    let sleep = time.sleep
+                    let third = leaseDuration / 3
+                    group.addTask {
+                        try? await sleep(third)
+                        mailbox.post(.renewDue)
+                    }
                 }
                 if state.phase == .stopping, !state.claiming, !state.storing, state.outcomes.isEmpty, state.running.isEmpty { break }
                 // Given up on: what ran is not stored (its claims are let go below, and it runs again).
@@ -159,7 +170,8 @@ final class ParallelLane: Sendable {
             }
             if state.claiming { state.wokenDuringClaim = true } else { state.wanted = true }
         case .claimed(let claims, let asked, let sentAt):
-            state.claiming = false
+            state.claims -= 1
+            state.reserved -= asked
             if state.claimFailures > 0 {
                 state.claimFailures = 0
                 emit(.storageRecovered(operation: .claim, queueNames: []))
@@ -191,15 +203,19 @@ final class ParallelLane: Sendable {
                     try? await self.storage.releaseParallel(notStarted, owner: self.owner)
                 }
             }
-            if claims.count >= asked || state.wokenDuringClaim {
+            if claims.count >= asked {
                 state.wanted = true
-            } else {
+            } else if state.wokenDuringClaim {
+                // A change came after the claims were sent: one more claim sees it.
+                state.wokenDuringClaim = false
+                state.wanted = true
+            } else if !state.claiming {
                 state.wanted = false
                 group.addTask { await self.findNextTime() }
             }
-            state.wokenDuringClaim = false
-        case .claimFailed(let message):
-            state.claiming = false
+        case .claimFailed(let message, let asked):
+            state.claims -= 1
+            state.reserved -= asked
             state.claimFailures += 1
             let delay = backoff.delay(afterFailures: state.claimFailures)
             emit(.storageFailed(operation: .claim, queueNames: [], message: message, retryIn: delay))
@@ -260,6 +276,13 @@ final class ParallelLane: Sendable {
             }
         case .retryStore:
             state.storeWaiting = false
+        case .renewDue:
+            let claims = state.running.values.map(\.claim)
+            if claims.isEmpty {
+                state.renewing = false
+            } else {
+                group.addTask { await self.renew(claims) }
+            }
         case .renewed:
             state.renewing = false
         case .nextTime(let date):
@@ -286,12 +309,16 @@ final class ParallelLane: Sendable {
             state.outcomes = []
             group.addTask { await self.store(batch) }
         }
-        let free = capacity - state.running.count
-        // Outcomes waiting to be stored hold their slots: a slow store slows claims.
-        if state.phase == .running, state.wanted, !state.claiming, free > 0 {
-            state.claiming = true
-            state.wanted = false
-            let limit = min(free, Self.largestClaim)
+        // Outcomes waiting to be stored hold their slots (a slow store slows claims), and so do
+        // claims under way. Two claims at once, each for half the free slots: the database takes
+        // the next batch while the last one's rows are decoded and started.
+        while state.phase == .running, state.wanted, state.claims < Self.claimsAtOnce, capacity - state.running.count - state.reserved > 0 {
+            let free = capacity - state.running.count - state.reserved
+            let limit = min(max(1, free / (Self.claimsAtOnce - state.claims)), Self.largestClaim)
+            state.claims += 1
+            state.reserved += limit
+            // A second claim only while the first is expected to come back full.
+            state.wanted = state.claims < Self.claimsAtOnce
             group.addTask { await self.claim(limit: limit) }
         }
     }
@@ -313,6 +340,7 @@ final class ParallelLane: Sendable {
     }
 
     private func claim(limit: Int) async {
+        claimsSent.add(1, ordering: .relaxed)
         let sentAt = time.elapsed()
         do {
             let claims = try await storage.claimParallel(
@@ -320,7 +348,7 @@ final class ParallelLane: Sendable {
             )
             mailbox.post(.claimed(claims, asked: limit, sentAt: sentAt))
         } catch {
-            mailbox.post(.claimFailed(Self.describe(error)))
+            mailbox.post(.claimFailed(Self.describe(error), asked: limit))
         }
     }
 
@@ -342,17 +370,10 @@ final class ParallelLane: Sendable {
         }
     }
 
-    /// Renews the claims of the actions in flight a third of the lease from now (the loop starts
-    /// it while actions run, one at a time: an idle lane sleeps on no clock).
-    private func renewClaims() async {
+    /// Renews the claims of the actions in flight (every third of the lease while actions run: an
+    /// idle lane sleeps on no clock).
+    private func renew(_ claims: [TaskParallelClaim]) async {
         defer { mailbox.post(.renewed) }
-        do {
-            try await time.sleep(leaseDuration / 3)
-        } catch {
-            return
-        }
-        let claims = inFlight.withLock { $0 }
-        guard !claims.isEmpty else { return }
         do {
             let lost = try await storage.renewParallel(claims, owner: owner, leaseDuration: leaseDuration)
             if !lost.isEmpty { mailbox.post(.lost(lost)) }
