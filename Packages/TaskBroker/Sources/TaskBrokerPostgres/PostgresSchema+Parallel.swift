@@ -13,6 +13,12 @@ extension PostgresSchema {
     /// - `parallel_schedule`, `parallel_claimed`: the next not-before time and the next expiry of
     ///   a claim, when a broker has nothing ready.
     /// - `parallel_queue`: per queue, for counts, listings and dead letters.
+    ///
+    /// No index holds `owner` or `expires_at`, so that a claim, which sets them, is a HOT update
+    /// (no index entry is written; `fillfactor` leaves room on the page for it). When each owner's
+    /// claims expire at the latest is the table `parallel_owner`, one row per worker, raised by
+    /// every claim and renewal: an idle worker learns from it when a dead worker's actions come
+    /// free, without reading the actions.
     var parallelTableDefinition: [String] {
         [
             """
@@ -39,6 +45,7 @@ extension PostgresSchema {
             "CREATE INDEX IF NOT EXISTS parallel_ready ON \(parallel) (priority DESC, position) WHERE state = 0",
             "CREATE INDEX IF NOT EXISTS parallel_schedule ON \(parallel) (not_before) WHERE state = 0 AND not_before IS NOT NULL",
             "CREATE INDEX IF NOT EXISTS parallel_queue ON \(parallel) (queue_name, state)",
+            "CREATE TABLE IF NOT EXISTS \(parallelOwner) (owner text PRIMARY KEY, expires_at timestamptz NOT NULL)",
             // The paused queues, so that a claim with none paused looks at no queue per row.
             "CREATE INDEX IF NOT EXISTS queue_paused ON \(queue) (name) WHERE paused",
         ] + parallelFunctions
@@ -90,10 +97,18 @@ extension PostgresSchema {
             CREATE OR REPLACE FUNCTION \(schemaQualified("parallel_renew"))(
                 p_owner text, p_c text[], p_k text[], p_r int8[], p_t int8[], p_ms int8
             ) RETURNS TABLE (collection text, key text) LANGUAGE sql \(noScan) AS $$
-                UPDATE \(parallel) a SET expires_at = clock_timestamp() + p_ms * interval '1 millisecond'
-                FROM unnest(p_c, p_k, p_r, p_t) AS i(c, k, r, t)
-                WHERE a.collection = i.c AND a.key = i.k AND a.revision = i.r AND a.token = i.t AND a.owner = p_owner
-                RETURNING a.collection, a.key
+                WITH renewed AS (
+                    UPDATE \(parallel) a SET expires_at = clock_timestamp() + p_ms * interval '1 millisecond'
+                    FROM unnest(p_c, p_k, p_r, p_t) AS i(c, k, r, t)
+                    WHERE a.collection = i.c AND a.key = i.k AND a.revision = i.r AND a.token = i.t AND a.owner = p_owner
+                    RETURNING a.collection, a.key
+                ),
+                latest AS (
+                    INSERT INTO \(parallelOwner) AS o (owner, expires_at)
+                    SELECT p_owner, clock_timestamp() + p_ms * interval '1 millisecond' WHERE EXISTS (SELECT 1 FROM renewed)
+                    ON CONFLICT (owner) DO UPDATE SET expires_at = greatest(o.expires_at, excluded.expires_at)
+                )
+                SELECT collection, key FROM renewed
             $$
             """,
             """
@@ -107,6 +122,9 @@ extension PostgresSchema {
             """,
         ]
     }
+
+    /// The table of each claiming worker's latest claim expiry.
+    var parallelOwner: String { schemaQualified("parallel_owner") }
 
     /// A name in this schema, quoted.
     func schemaQualified(_ name: String) -> String {
@@ -165,6 +183,7 @@ extension PostgresSchema {
     /// are locked by the subquery and updated by their tuple ids (a TID scan, no second index look-up).
     func claimParallelQuery(_ scope: Scope, limit: Int, owner: String, leaseMilliseconds: Int64, now: Double) -> PostgresQuery {
         """
+        WITH claimed AS (
         UPDATE \(unescaped: parallel) a
         SET owner = \(owner), token = a.token + 1, expires_at = statement_timestamp() + \(leaseMilliseconds) * interval '1 millisecond'
         WHERE a.ctid = ANY(ARRAY(
@@ -180,6 +199,13 @@ extension PostgresSchema {
             FOR UPDATE OF p SKIP LOCKED
         ))
         RETURNING \(unescaped: Self.parallelColumnsOfA), a.token
+        ),
+        latest AS (
+            INSERT INTO \(unescaped: parallelOwner) AS o (owner, expires_at)
+            SELECT \(owner), statement_timestamp() + \(leaseMilliseconds) * interval '1 millisecond' WHERE EXISTS (SELECT 1 FROM claimed)
+            ON CONFLICT (owner) DO UPDATE SET expires_at = greatest(o.expires_at, excluded.expires_at)
+        )
+        SELECT * FROM claimed
         """
     }
 
@@ -246,8 +272,9 @@ extension PostgresSchema {
             """
     }
 
-    /// The earliest future not-before time of the scope, and the seconds until the earliest
-    /// expiry of a claim another owner holds (the server's clock).
+    /// The earliest future not-before time of the scope, and the seconds until the latest claim of
+    /// another owner expires, the earliest of those (the server's clock): a worker that died frees
+    /// its actions then. (A live worker renews before: the idle one wakes, finds nothing, and looks again.)
     func nextParallelTimeQuery(_ scope: Scope, owner: String, now: Double) -> PostgresQuery {
         """
         SELECT
@@ -255,15 +282,16 @@ extension PostgresSchema {
              WHERE p.state = 0 AND p.not_before IS NOT NULL AND p.not_before > \(now)::float8
                AND ((\(scope.byPrefix) AND starts_with(p.queue_name, \(scope.prefix)))
                     OR (NOT \(scope.byPrefix) AND p.queue_name = ANY(\(scope.names)::text[])))),
-            (SELECT EXTRACT(EPOCH FROM (min(p.expires_at) - clock_timestamp()))::float8 FROM \(unescaped: parallel) p
-             WHERE p.owner IS NOT NULL AND p.owner <> \(owner) AND p.state = 0 AND p.expires_at >= clock_timestamp()
-               AND ((\(scope.byPrefix) AND starts_with(p.queue_name, \(scope.prefix)))
-                    OR (NOT \(scope.byPrefix) AND p.queue_name = ANY(\(scope.names)::text[]))))
+            (SELECT EXTRACT(EPOCH FROM (min(o.expires_at) - clock_timestamp()))::float8 FROM \(unescaped: parallelOwner) o
+             WHERE o.owner <> \(owner) AND o.expires_at >= clock_timestamp())
         """
     }
 
+    /// Makes the scope's held actions ready (a broker of the scope started), and forgets the
+    /// owners whose claims expired a day ago.
     func releaseHeldParallelQuery(_ scope: Scope) -> PostgresQuery {
         """
+        WITH gone AS (DELETE FROM \(unescaped: parallelOwner) WHERE expires_at < clock_timestamp() - interval '1 day')
         UPDATE \(unescaped: parallel) p SET state = 0
         WHERE p.state = 2
           AND ((\(scope.byPrefix) AND starts_with(p.queue_name, \(scope.prefix)))

@@ -70,6 +70,7 @@ extension SQLiteTaskStorage: ParallelTaskStorage {
                     """,
                 arguments: [owner, seconds + leaseDuration.timeInterval, seconds, seconds] + arguments + [max(1, limit)]
             )
+            if !rows.isEmpty { try Self.raiseOwnerExpiry(owner, to: seconds + leaseDuration.timeInterval, in: db) }
             return try rows.map { row in
                 TaskParallelClaim(task: try Self.task(from: row), token: try row.decode(atIndex: 13))
             }
@@ -124,6 +125,7 @@ extension SQLiteTaskStorage: ParallelTaskStorage {
                 try renew.execute(arguments: [expiry, claim.task.collection, claim.task.key, claim.task.revision, claim.token, owner])
                 if db.changesCount == 0 { lost.append(claim) }
             }
+            if lost.count < claims.count { try Self.raiseOwnerExpiry(owner, to: expiry, in: db) }
             return lost
         }
     }
@@ -155,16 +157,23 @@ extension SQLiteTaskStorage: ParallelTaskStorage {
                     arguments: [seconds] + arguments
                 )
                 let expiry = try Double.fetchOne(
-                    db,
-                    sql: """
-                        SELECT min(expires_at) FROM taskbroker_parallel
-                        WHERE state = 0 AND owner IS NOT NULL AND owner <> ? AND expires_at >= ? AND \(condition)
-                        """,
-                    arguments: [owner, seconds] + arguments
+                    db, sql: "SELECT min(expires_at) FROM taskbroker_parallel_owner WHERE owner <> ? AND expires_at >= ?",
+                    arguments: [owner, seconds]
                 )
                 return [notBefore, expiry].compactMap { $0 }.filter(\.isFinite).min().map { Date(timeIntervalSince1970: $0) }
             }
         }
+    }
+
+    /// Records that `owner` holds claims until `expiry` at least (see `taskbroker_parallel_owner`).
+    static func raiseOwnerExpiry(_ owner: String, to expiry: Double, in db: Database) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO taskbroker_parallel_owner (owner, expires_at) VALUES (?, ?)
+                ON CONFLICT (owner) DO UPDATE SET expires_at = max(expires_at, excluded.expires_at)
+                """,
+            arguments: [owner, expiry]
+        )
     }
 
     func parallelQueueNames() async throws -> [String] {
@@ -179,6 +188,10 @@ extension SQLiteTaskStorage: ParallelTaskStorage {
         let (condition, arguments) = Self.parallelScope(scope)
         _ = try await write("release held parallel actions", announcing: { _ in [] }) { db in
             try db.execute(sql: "UPDATE taskbroker_parallel SET state = 0 WHERE state = 2 AND \(condition)", arguments: arguments)
+            // Owners whose claims expired a day ago are forgotten.
+            try db.execute(
+                sql: "DELETE FROM taskbroker_parallel_owner WHERE expires_at < ?", arguments: [Date().timeIntervalSince1970 - 86_400]
+            )
             return true
         }
     }

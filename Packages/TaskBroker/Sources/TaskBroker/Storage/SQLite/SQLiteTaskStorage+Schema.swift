@@ -139,7 +139,8 @@ extension SQLiteTaskStorage {
         // claimed on its own by a broker (`owner`, a `token` that every claim increments, and
         // `expires_at`, seconds since 1970). `state`: 0 ready, 1 dead letter, 2 held until a broker
         // starts (`.waitForRestart`). Brokers take the ready ones by priority, then position,
-        // through `taskbroker_parallel_ready`.
+        // through `taskbroker_parallel_ready`. `taskbroker_parallel_owner` keeps when each owner's
+        // claims expire at the latest: an idle broker learns from it when another's come free.
         migrator.registerMigration("taskbroker-v10-parallel-actions") { db in
             try db.execute(sql: """
                 CREATE TABLE taskbroker_parallel (
@@ -163,6 +164,7 @@ extension SQLiteTaskStorage {
                 );
                 CREATE INDEX taskbroker_parallel_ready ON taskbroker_parallel(priority DESC, position) WHERE state = 0;
                 CREATE INDEX taskbroker_parallel_queue ON taskbroker_parallel(queue_name, state);
+                CREATE TABLE taskbroker_parallel_owner (owner TEXT PRIMARY KEY, expires_at REAL NOT NULL) WITHOUT ROWID;
                 """)
         }
         return migrator
