@@ -42,7 +42,7 @@ struct OutputOptions: ParsableArguments {
 /// `queuekit queues`: every queue at a glance.
 struct Queues: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "List every queue: pending actions, how long its oldest has waited, dead letters, failures of its head, paused or ready."
+        abstract: "List every queue: pending actions (and plain parallel ones), how long its oldest has waited, dead letters, failures of its head, paused or ready."
     )
 
     @OptionGroup var options: DatabaseOptions
@@ -51,6 +51,8 @@ struct Queues: AsyncParsableCommand {
     struct Row: Codable {
         var name: String
         var pending: Int
+        /// Plain parallel actions with this queue name, not yet done.
+        var parallelPending: Int
         var deadLetters: Int
         var headFailures: Int
         var pausedByOperator: Bool
@@ -67,7 +69,8 @@ struct Queues: AsyncParsableCommand {
         let now = Date()
         let rows = try await store.run("read the queues") { try await store.database.snapshot() }.map { queue in
             Row(
-                name: queue.name, pending: queue.pending, deadLetters: queue.deadLetters, headFailures: queue.attempts,
+                name: queue.name, pending: queue.pending, parallelPending: queue.parallelPending, deadLetters: queue.deadLetters,
+                headFailures: queue.attempts,
                 pausedByOperator: queue.pausedByOperator, pausedUntil: queue.pausedUntil,
                 pausedUntilRestart: queue.pause == .untilRestart, lastFailure: queue.lastFailure?.reason,
                 oldestSavedAt: queue.oldestSavedAt, oldestAgeSeconds: queue.oldestSavedAt.map { max(0, now.timeIntervalSince($0)) }
@@ -76,13 +79,14 @@ struct Queues: AsyncParsableCommand {
         if output.json { return try output.print(rows) }
         guard !rows.isEmpty else { return say("no queues") }
         let width = max(12, (rows.map(\.name.count).max() ?? 0) + 2)
-        say("QUEUE".padding(toLength: width, withPad: " ", startingAt: 0) + "PENDING    OLDEST   DEAD  FAILURES  STATE")
+        say("QUEUE".padding(toLength: width, withPad: " ", startingAt: 0) + "PENDING  PARALLEL    OLDEST   DEAD  FAILURES  STATE")
         for row in rows {
             let state = row.pausedByOperator ? "paused by an operator"
                 : row.pausedUntilRestart ? "paused until restarted"
                 : row.pausedUntil.map { "retry at \(ISO8601DateFormatter().string(from: $0))" }
-                ?? (row.pending > 0 ? "ready" : "empty")
+                ?? (row.pending + row.parallelPending > 0 ? "ready" : "empty")
             say(row.name.padding(toLength: width, withPad: " ", startingAt: 0) + leftPad(grouped(row.pending), 7)
+                + leftPad(grouped(row.parallelPending), 10)
                 + leftPad(row.oldestAgeSeconds.map(Self.age) ?? "-", 10) + leftPad(grouped(row.deadLetters), 7) + leftPad(String(row.headFailures), 10) + "  " + state
                 + (row.lastFailure.map { " (last failure: \($0))" } ?? ""))
         }

@@ -40,17 +40,25 @@ struct QueuekitOperatorTests {
             Mail(key: "m2", queueName: "mail-42", to: "bob@example.com", body: long),
         ])
 
+        try await database.saveParallel([
+            Mail(key: "news-1", queueName: "mail-news", to: "ann@example.com", body: "news"),
+            Mail(key: "news-2", queueName: "mail-news", to: "bob@example.com", body: "news"),
+        ])
+
         let queues = try await QueuekitBinary.run(["queues", "--json"] + db, in: folder.url)
         #expect(queues.status == 0, "\(queues.stderr)")
         let rows = try JSONDecoder().decode([QueueRow].self, from: Data(queues.stdout.utf8))
-        #expect(rows.map(\.name) == ["mail-42", "mail-7"])
-        #expect(rows.map(\.pending) == [2, 0])
-        #expect(rows.map(\.deadLetters) == [0, 1])
+        #expect(rows.map(\.name) == ["mail-42", "mail-7", "mail-news"])
+        #expect(rows.map(\.pending) == [2, 0, 0])
+        #expect(rows.map(\.parallelPending) == [0, 0, 2], "plain parallel actions are counted apart")
+        #expect(rows.map(\.deadLetters) == [0, 1, 0])
         // How long the oldest pending action has waited: saved moments ago; none in an empty queue.
         #expect(rows[0].oldestAgeSeconds.map { $0 >= 0 && $0 < 600 } == true, "\(queues.stdout)")
         #expect(rows[1].oldestAgeSeconds == nil, "\(queues.stdout)")
         let table = try await QueuekitBinary.run(["queues"] + db, in: folder.url)
-        #expect(table.stdout.contains("OLDEST"), "\(table.stdout)")
+        #expect(table.stdout.contains("OLDEST") && table.stdout.contains("PARALLEL"), "\(table.stdout)")
+        let parallel = try await QueuekitBinary.run(["show", "news-2", "--collection", "mail"] + db, in: folder.url)
+        #expect(parallel.stdout.hasPrefix("mail/news-2 in mail-news: "), "a plain parallel action is shown by its key: \(parallel.stdout)")
 
         let actions = try await QueuekitBinary.run(["actions", "mail-42"] + db, in: folder.url)
         #expect(actions.status == 0, "\(actions.stderr)")
@@ -103,6 +111,7 @@ struct QueuekitOperatorTests {
     struct QueueRow: Decodable {
         var name: String
         var pending: Int
+        var parallelPending: Int
         var deadLetters: Int
         var oldestAgeSeconds: Double?
     }

@@ -2,7 +2,7 @@ import Foundation
 import TaskBroker
 
 extension TaskStorageConformance {
-    /// The checks of a backend that stores plain parallel actions (``ParallelTaskStorage``): run
+    /// The checks of a backend that stores plain parallel actions (`ParallelTaskStorage`): run
     /// each against a fresh, empty backend, as ``checks``. A claim's lease is the one the backend
     /// grants (a shared backend's own, else the one asked for); the check of expiry waits for it.
     public static let parallelChecks: [Check] = [

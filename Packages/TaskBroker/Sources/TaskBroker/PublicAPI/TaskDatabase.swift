@@ -282,7 +282,7 @@ public final class TaskDatabase: Sendable {
         if !stored.isEmpty { publish([.parallelReady(queueNames: Array(Set(stored.map(\.queueName))).sorted())]) }
     }
 
-    /// Saves one plain parallel action (see ``saveParallel(_:notBefore:priority:)``).
+    /// Saves one plain parallel action (see `saveParallel(_:notBefore:priority:)` for many).
     ///
     /// - Parameters:
     ///   - action: The action.

@@ -53,7 +53,7 @@ extension TaskQueueBroker {
         /// queue is governed by the limit with the longest prefix it has; queues no limit covers
         /// are not held back. Empty by default. Two limits with one prefix are refused by `setup`.
         public var rateLimits: [TaskRateLimit] = []
-        /// How many plain parallel actions (``TaskDatabase/saveParallel(_:notBefore:priority:)``)
+        /// How many plain parallel actions (`TaskDatabase.saveParallel(_:notBefore:priority:)`)
         /// the broker runs at the same time, beside its queues. It claims ready ones in batches up
         /// to its free slots. 0 runs none (a broker that only serves queues); negative counts as 0.
         /// Defaults to 16.

@@ -30,7 +30,7 @@ public struct TaskQueueSnapshot: Sendable, Hashable {
     /// time of the save it replaced): how long the queue has kept work waiting. `nil` for a queue
     /// with no pending action, or whose actions were all saved before the schema recorded it.
     public var oldestSavedAt: Date?
-    /// How many plain parallel actions (``TaskDatabase/saveParallel(_:notBefore:priority:)``) with
+    /// How many plain parallel actions (`TaskDatabase.saveParallel(_:notBefore:priority:)`) with
     /// this queue name are stored and not dead letters: ready, running, waiting for their time or
     /// for a retry. Not counted in ``pending``; their dead letters are in ``deadLetters``.
     public var parallelPending = 0
