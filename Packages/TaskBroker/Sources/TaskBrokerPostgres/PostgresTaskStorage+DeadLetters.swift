@@ -72,6 +72,8 @@ extension PostgresTaskStorage {
             changed.sort()
             if !changed.isEmpty {
                 try await notify(ChangeMessage.chunks(queues: changed), on: connection)
+                // Their plain parallel actions may run again: brokers claim some.
+                if !paused { try await notify(ChangeMessage.parallel(changed), on: connection) }
             }
             return changed
         }

@@ -176,8 +176,11 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 // An empty name: queues a notification could not name.
                 wakesLane = wakesLane || queueNames.contains { $0.isEmpty || claimFilter($0) }
                 continue
-            case .external(let queueNames), .resumed(let queueNames, _):
-                // Another process's saves into this file, and resumed queues, may hold parallel actions.
+            case .external(let queueNames) where !storage.isShared:
+                // SQLite: another process's saves into this file, and queues an operator resumed,
+                // may hold plain parallel actions (the change journal names queues, not what
+                // changed in them). A shared backend reports those as `.parallelReady`, so that
+                // its queues' every change does not cost a claim.
                 wakesLane = wakesLane || queueNames.contains(where: claimFilter)
             case .externalEverywhere:
                 wakesLane = true

@@ -6,7 +6,7 @@ import Synchronization
 /// Runs a broker's plain parallel actions (``ParallelTaskStorage``), beside its queues.
 ///
 /// One loop owns the lane's state and reacts to what its child tasks post: it claims ready
-/// actions in batches as large as its free slots (one claim at a time), starts each claimed
+/// actions in batches of its free slots (two claims at once while they come back full), starts each claimed
 /// action's handler, stores the outcomes in batches (one store at a time: outcomes that arrive
 /// meanwhile share the next), and renews the claims of running actions every third of the lease.
 /// It claims again when a claim came back full, when the backend reports parallel actions saved or
@@ -28,6 +28,8 @@ final class ParallelLane: Sendable {
         case stored([TaskParallelOutcome], refused: [TaskParallelClaim])
         case storeFailed([TaskParallelOutcome], String)
         case nextTime(Date?)
+        /// Reading the next time failed: claim again (and look again) after the backoff.
+        case nextTimeFailed(String)
         case lost([TaskParallelClaim])
         /// The backoff after a failed store ended.
         case retryStore
@@ -110,6 +112,9 @@ final class ParallelLane: Sendable {
         var wokenDuringClaim = false
         var claimFailures = 0
         var storeFailures = 0
+        var nextTimeFailures = 0
+        /// Whether the last claim answered came back with all it asked for.
+        var lastClaimFull = false
         var timer: (token: UInt64, timer: BrokerTimer)?
         var nextToken: UInt64 = 0
     }
@@ -119,15 +124,7 @@ final class ParallelLane: Sendable {
         defer { finished.open() }
         await withDiscardingTaskGroup { group in
             var state = State()
-            group.addTask {
-                // Actions a handler held for a restart run again now that a broker of their scope started.
-                do {
-                    try await self.storage.releaseHeldParallel(try await self.scope())
-                } catch {
-                    self.logger.error("could not release the held parallel actions: \(error)")
-                }
-                self.mailbox.post(.wake(timer: nil))
-            }
+            group.addTask { await self.releaseHeld() }
             while let events = await mailbox.next() {
                 for event in events {
                     handle(event, state: &state, group: &group, makeRun: makeRun)
@@ -203,6 +200,7 @@ final class ParallelLane: Sendable {
                     try? await self.storage.releaseParallel(notStarted, owner: self.owner)
                 }
             }
+            state.lastClaimFull = claims.count >= asked
             if claims.count >= asked {
                 state.wanted = true
             } else if state.wokenDuringClaim {
@@ -286,9 +284,17 @@ final class ParallelLane: Sendable {
         case .renewed:
             state.renewing = false
         case .nextTime(let date):
+            state.nextTimeFailures = 0
             if let date {
                 setTimer(after: .timer(until: date, now: time.now()), state: &state, group: &group)
             }
+        case .nextTimeFailed(let message):
+            // Without it, an action saved to run later (or a dead worker's) would wait for an
+            // unrelated wake-up: the timer's claim looks again.
+            state.nextTimeFailures += 1
+            let delay = backoff.delay(afterFailures: state.nextTimeFailures)
+            emit(.storageFailed(operation: .claim, queueNames: [], message: message, retryIn: delay))
+            setTimer(after: delay, state: &state, group: &group)
         case .lost(let claims):
             for claim in claims where state.running[ClaimID(claim)]?.handlerRuns == true {
                 logger.warning(
@@ -310,15 +316,16 @@ final class ParallelLane: Sendable {
             group.addTask { await self.store(batch) }
         }
         // Outcomes waiting to be stored hold their slots (a slow store slows claims), and so do
-        // claims under way. Two claims at once, each for half the free slots: the database takes
-        // the next batch while the last one's rows are decoded and started.
-        while state.phase == .running, state.wanted, state.claims < Self.claimsAtOnce, capacity - state.running.count - state.reserved > 0 {
+        // claims under way. While claims come back full (a busy lane), two at once, each for half
+        // the free slots: the database takes the next batch while the last one's rows are decoded
+        // and started. A lane woken with little to do sends one.
+        let atOnce = state.lastClaimFull ? Self.claimsAtOnce : 1
+        while state.phase == .running, state.wanted, state.claims < atOnce, capacity - state.running.count - state.reserved > 0 {
             let free = capacity - state.running.count - state.reserved
-            let limit = min(max(1, free / (Self.claimsAtOnce - state.claims)), Self.largestClaim)
+            let limit = min(max(1, free / (atOnce - state.claims)), Self.largestClaim)
             state.claims += 1
             state.reserved += limit
-            // A second claim only while the first is expected to come back full.
-            state.wanted = state.claims < Self.claimsAtOnce
+            state.wanted = state.claims < atOnce
             group.addTask { await self.claim(limit: limit) }
         }
     }
@@ -365,9 +372,31 @@ final class ParallelLane: Sendable {
         do {
             mailbox.post(.nextTime(try await storage.nextParallelTime(try await scope(), owner: owner, now: time.now())))
         } catch {
-            // Tried again with the next claim that comes back short.
-            logger.warning("could not read when the next parallel action is due: \(Self.describe(error))")
+            mailbox.post(.nextTimeFailed(Self.describe(error)))
         }
+    }
+
+    /// Makes the actions a handler held for a restart ready, now that a broker of their scope
+    /// started (tried again after the backoff until it works or the lane stops), then wakes the lane.
+    private func releaseHeld() async {
+        var failures = 0
+        while true {
+            do {
+                try await storage.releaseHeldParallel(try await scope())
+                break
+            } catch {
+                failures += 1
+                let delay = backoff.delay(afterFailures: failures)
+                logger.error("could not release the held parallel actions; tried again in \(delay): \(Self.describe(error))")
+                if failures == 1 { mailbox.post(.wake(timer: nil)) }
+                do {
+                    try await time.sleep(delay)
+                } catch {
+                    return
+                }
+            }
+        }
+        mailbox.post(.wake(timer: nil))
     }
 
     /// Renews the claims of the actions in flight (every third of the lease while actions run: an

@@ -65,6 +65,8 @@ final class FlakyStorage: TaskStorage {
 
     /// Ticks to fail before recording one (schedules have no `TaskStorageOperation`).
     let tickFailuresLeft = Mutex(0)
+    /// Plain parallel action calls to fail, by name (see the `ParallelTaskStorage` extension).
+    let parallelFailuresLeft = Mutex<[String: Int]>([:])
 
     func registerSchedules(_ schedules: [TaskScheduleState]) async throws { try await base.registerSchedules(schedules) }
     func schedules() async throws -> [TaskScheduleState] { try await base.schedules() }
@@ -116,6 +118,63 @@ final class CancellableGateHandler: AsyncTaskQueueHandler {
             return gates.waiting.removeValue(forKey: key)
         }
         waiting?.resume()
+    }
+}
+
+/// Plain parallel actions, forwarded to a base that stores them, with faults injected by name
+/// (`"nextTime"`, `"releaseHeld"`, `"claim"`, `"finish"`) as many times as `parallelFailuresLeft` says.
+extension FlakyStorage: ParallelTaskStorage {
+    private var parallel: any ParallelTaskStorage {
+        get throws {
+            guard let parallel = base as? any ParallelTaskStorage else {
+                throw TaskBrokerError(code: .unsupported, message: "the base stores no plain parallel actions")
+            }
+            return parallel
+        }
+    }
+
+    private func fault(_ name: String) throws {
+        let fails = parallelFailuresLeft.withLock { left in
+            guard let count = left[name], count > 0 else { return false }
+            left[name] = count - 1
+            return true
+        }
+        if fails { throw TaskBrokerError(code: .storageFailed, message: "injected \(name) failure") }
+    }
+
+    func saveParallel(_ tasks: [NewTask]) async throws -> [StoredTask] { try await parallel.saveParallel(tasks) }
+    func claimParallel(_ scope: TaskParallelScope, limit: Int, owner: String, leaseDuration: Duration, now: Date) async throws
+        -> [TaskParallelClaim]
+    {
+        try fault("claim")
+        return try await parallel.claimParallel(scope, limit: limit, owner: owner, leaseDuration: leaseDuration, now: now)
+    }
+    func finishParallel(_ outcomes: [TaskParallelOutcome], owner: String) async throws -> [TaskParallelClaim] {
+        try fault("finish")
+        return try await parallel.finishParallel(outcomes, owner: owner)
+    }
+    func renewParallel(_ claims: [TaskParallelClaim], owner: String, leaseDuration: Duration) async throws -> [TaskParallelClaim] {
+        try await parallel.renewParallel(claims, owner: owner, leaseDuration: leaseDuration)
+    }
+    func releaseParallel(_ claims: [TaskParallelClaim], owner: String) async throws { try await parallel.releaseParallel(claims, owner: owner) }
+    func nextParallelTime(_ scope: TaskParallelScope, owner: String, now: Date) async throws -> Date? {
+        try fault("nextTime")
+        return try await parallel.nextParallelTime(scope, owner: owner, now: now)
+    }
+    func parallelQueueNames() async throws -> [String] { try await parallel.parallelQueueNames() }
+    func releaseHeldParallel(_ scope: TaskParallelScope) async throws {
+        try fault("releaseHeld")
+        try await parallel.releaseHeldParallel(scope)
+    }
+    func parallelCounts() async throws -> [String: TaskParallelCounts] { try await parallel.parallelCounts() }
+    func deleteParallel(key: String, collection: String) async throws -> StoredTask? { try await parallel.deleteParallel(key: key, collection: collection) }
+    func lookupParallel(key: String, collection: String) async throws -> TaskLookup? { try await parallel.lookupParallel(key: key, collection: collection) }
+    func parallelDeadLetters(queueName: String?) async throws -> [StoredTask] { try await parallel.parallelDeadLetters(queueName: queueName) }
+    func replayParallelDeadLetter(key: String, collection: String) async throws -> StoredTask? {
+        try await parallel.replayParallelDeadLetter(key: key, collection: collection)
+    }
+    func discardParallelDeadLetter(key: String, collection: String) async throws -> StoredTask? {
+        try await parallel.discardParallelDeadLetter(key: key, collection: collection)
     }
 }
 

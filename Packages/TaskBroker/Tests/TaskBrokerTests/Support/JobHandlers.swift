@@ -169,3 +169,13 @@ final class RetryOnceHandler: AsyncTaskQueueHandler {
         return context.attempt == 1 ? .retry(after: after) : .success
     }
 }
+
+/// Records each run as `key#attempt`; the first attempt waits for a restart.
+final class RestartOnceHandler: AsyncTaskQueueHandler {
+    let runs = EventCollector<String>()
+
+    func handle(_ action: TestAction, context: TaskContext) async -> TaskResult {
+        runs.record("\(action.key)#\(context.attempt)")
+        return context.attempt == 1 ? .waitForRestart : .success
+    }
+}
