@@ -90,7 +90,10 @@ struct MissedChangesTests {
         // Of a queue no broker here runs: it stays stored.
         try await database.save(TestAction(key: "a", queueName: "other-stored"))
         // Another process's write, as its journal shows it: more entries than the journal keeps.
-        try await DatabaseQueue(path: path).write { db in
+        // It waits for the broker's own writes, as a process with TaskBroker's busy timeout does.
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        try await DatabaseQueue(path: path, configuration: configuration).write { db in
             for index in 0..<(SQLiteTaskStorage.journalLength + 100) {
                 try db.execute(sql: "INSERT INTO taskbroker_change (queue_name, origin) VALUES (?, 'another process')", arguments: ["h-x\(index)"])
             }

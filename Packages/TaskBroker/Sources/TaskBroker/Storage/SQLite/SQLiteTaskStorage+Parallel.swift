@@ -55,6 +55,21 @@ extension SQLiteTaskStorage: ParallelTaskStorage {
     {
         let (condition, arguments) = Self.parallelScope(scope)
         let seconds = now.timeIntervalSince1970
+        // A read first (WAL: it takes no lock): a broker with nothing to claim, woken by a change
+        // to its queues, does not take the file's write lock, which other processes' writes wait for.
+        let candidates = try await Self.run("look for ready parallel actions") {
+            try await pool.read { db in
+                try Bool.fetchOne(
+                    db,
+                    sql: """
+                        SELECT EXISTS (SELECT 1 FROM taskbroker_parallel p
+                            WHERE state = 0 AND expires_at < ? AND (not_before IS NULL OR not_before <= ?) AND \(condition))
+                        """,
+                    arguments: [seconds, seconds] + arguments
+                ) ?? false
+            }
+        }
+        guard candidates else { return [] }
         return try await write("claim parallel actions", announcing: { _ in [] }) { db in
             let rows = try Row.fetchAll(
                 db,
@@ -186,12 +201,25 @@ extension SQLiteTaskStorage: ParallelTaskStorage {
 
     func releaseHeldParallel(_ scope: TaskParallelScope) async throws {
         let (condition, arguments) = Self.parallelScope(scope)
+        let dayAgo = Date().timeIntervalSince1970 - 86_400
+        // A read first, as for a claim: usually nothing is held and no owner is a day old.
+        let due = try await Self.run("look for held parallel actions") {
+            try await pool.read { db in
+                try Bool.fetchOne(
+                    db,
+                    sql: """
+                        SELECT EXISTS (SELECT 1 FROM taskbroker_parallel WHERE state = 2 AND \(condition))
+                            OR EXISTS (SELECT 1 FROM taskbroker_parallel_owner WHERE expires_at < ?)
+                        """,
+                    arguments: arguments + [dayAgo]
+                ) ?? false
+            }
+        }
+        guard due else { return }
         _ = try await write("release held parallel actions", announcing: { _ in [] }) { db in
             try db.execute(sql: "UPDATE taskbroker_parallel SET state = 0 WHERE state = 2 AND \(condition)", arguments: arguments)
             // Owners whose claims expired a day ago are forgotten.
-            try db.execute(
-                sql: "DELETE FROM taskbroker_parallel_owner WHERE expires_at < ?", arguments: [Date().timeIntervalSince1970 - 86_400]
-            )
+            try db.execute(sql: "DELETE FROM taskbroker_parallel_owner WHERE expires_at < ?", arguments: [dayAgo])
             return true
         }
     }
