@@ -179,17 +179,9 @@ extension TaskStorageConformance {
         },
     ]
 
-    /// A renewal as a broker makes it: one that gives up (a shared backend's renewal does after a
-    /// quarter of the lease, which a loaded machine can take) is tried again, up to five times.
+    /// A renewal of claims, tried again as ``renewing(_:)`` does.
     static func renewing(_ claims: [TaskParallelClaim], owner: String, in parallel: any ParallelTaskStorage) async throws -> [TaskParallelClaim] {
-        var failures = 0
-        while true {
-            do {
-                return try await parallel.renewParallel(claims, owner: owner, leaseDuration: .milliseconds(400))
-            } catch let error as TaskBrokerError where error.code == .storageFailed && failures < 4 {
-                failures += 1
-            }
-        }
+        try await renewing { try await parallel.renewParallel(claims, owner: owner, leaseDuration: .milliseconds(400)) }
     }
 
     static func parallelStorage(_ storage: any TaskStorage) throws -> any ParallelTaskStorage {

@@ -377,15 +377,19 @@ public enum TaskStorageConformance: Sendable {
 
     /// A renewal as a broker makes it: one that gives up (a shared backend's renewal does after a
     /// quarter of the lease, which a loaded machine can take) is tried again, up to five times.
-    static func renewing(_ queueNames: [String], owner: String, in storage: any TaskStorage) async throws -> [String] {
+    static func renewing<T>(_ renew: () async throws -> T) async throws -> T {
         var failures = 0
         while true {
             do {
-                return try await storage.renew(queueNames, owner: owner, leaseDuration: .seconds(30))
+                return try await renew()
             } catch let error as TaskBrokerError where error.code == .storageFailed && failures < 4 {
                 failures += 1
             }
         }
+    }
+
+    static func renewing(_ queueNames: [String], owner: String, in storage: any TaskStorage) async throws -> [String] {
+        try await renewing { try await storage.renew(queueNames, owner: owner, leaseDuration: .seconds(30)) }
     }
 
     /// What a broker does with outcomes: claims the actions, then stores what became of them.
