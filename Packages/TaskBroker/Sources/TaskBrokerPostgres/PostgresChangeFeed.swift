@@ -133,18 +133,19 @@ enum PostgresChangeFeed {
                     return false
                 }
                 let first = await group.next() ?? false
-                // Closing ends the query that did not answer, so that the group can return. (When
-                // cancelled, the feed is done with this connection and closes it anyway.)
-                if !first { try? await connection.close() }
+                if !first {
+                    // Said before closing: the close ends the feed's listen, which cancels this
+                    // task. (When already cancelled, the feed is done with this connection.)
+                    if !Task.isCancelled {
+                        logger.warning("the change feed's connection did not answer within \(interval); closing it to listen again")
+                    }
+                    // Closing ends the query that did not answer, so that the group can return.
+                    try? await connection.close()
+                }
                 group.cancelAll()
                 return first
             }
-            if !answered {
-                if !Task.isCancelled {
-                    logger.warning("the change feed's connection did not answer within \(interval); closing it to listen again")
-                }
-                return
-            }
+            if !answered { return }
         }
     }
 
