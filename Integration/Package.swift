@@ -75,9 +75,12 @@ let package = Package(
     // `--database postgres://…` (and `demo-cluster`) are compiled in with the trait `Postgres`, on by
     // default. `make demo` builds the tool without it (`--disable-default-traits`): the embedded
     // SQLite demo then compiles no SwiftNIO, swift-crypto or postgres-nio.
+    // `queuekit serve` (TaskBroker's web console, on Hummingbird) is compiled in with the trait
+    // `Console`, also on by default and also left out of `make demo`'s build.
     traits: [
         .trait(name: "Postgres", description: "queuekit on a PostgreSQL database (postgres-nio) besides SQLite."),
-        .default(enabledTraits: ["Postgres"]),
+        .trait(name: "Console", description: "`queuekit serve`: TaskBroker's web console (Hummingbird)."),
+        .default(enabledTraits: ["Postgres", "Console"]),
     ],
     dependencies: [
         .package(path: "../Packages/AsyncPrimitives"),
@@ -86,6 +89,8 @@ let package = Package(
         .package(path: "../Packages/QueuePersistence"),
         .package(path: "../Packages/JobChain"),
         .package(path: "../Packages/TaskBroker"),
+        .package(path: "../Packages/TaskBrokerConsole"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.0", traits: []),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
@@ -118,6 +123,11 @@ let package = Package(
                 // actions it enqueues.
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
+                // `queuekit serve`: the console's routes on a Hummingbird server of the tool's own.
+                .product(name: "TaskBrokerConsole", package: "TaskBrokerConsole", condition: .when(traits: ["Console"])),
+                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Console"])),
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Console"])),
+                .product(name: "Logging", package: "swift-log", condition: .when(traits: ["Console"])),
             ]
         ),
         .testTarget(

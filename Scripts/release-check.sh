@@ -243,6 +243,10 @@ import TaskBroker
 
 print("BrokerApp: built against", String(describing: TaskDatabase.self))'
 resolved "$root/BrokerApp" | tee "$root/broker.resolved" | sed 's/^/  resolved: /'
+# The web console is a package of its own: a TaskBroker user does not even fetch Hummingbird.
+if grep -iE 'hummingbird|taskbrokerconsole' "$root/broker.resolved"; then
+    fail "BrokerApp resolved the console or Hummingbird (above)"
+fi
 # Exactly the versions the releases named: TaskBroker's siblings, and theirs, all as released
 # in step 2 — not the breaking AsyncPrimitives of step 3, which the ranges exclude.
 for pkg in TaskBroker $(source Scripts/release-lib.sh && transitive_deps TaskBroker); do

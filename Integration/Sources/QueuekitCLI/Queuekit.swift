@@ -19,7 +19,7 @@ struct Queuekit: AsyncParsableCommand {
         subcommands: [
             Demo.self, DemoCluster.self, Soak.self, Enqueue.self, Work.self, List.self, Stats.self, Retry.self, Purge.self,
             Pause.self, Resume.self, Queues.self, Actions.self, Show.self, DeadLetters.self, Replay.self, Discard.self, Delete.self,
-            Schedules.self,
+            Schedules.self, Serve.self,
         ]
     )
 }

@@ -136,6 +136,11 @@ final class RunningTool: Sendable {
         }
     }
 
+    /// What the process printed on stdout so far.
+    var outputSoFar: String {
+        String(decoding: state.withLock { $0.stdout }, as: UTF8.self)
+    }
+
     /// Sends SIGINT, as Ctrl-C does.
     func interrupt() {
         process.interrupt()

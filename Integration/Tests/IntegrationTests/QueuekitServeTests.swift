@@ -1,0 +1,99 @@
+#if Console
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import TaskBroker
+import Testing
+
+/// `queuekit serve`: the web console as an operator starts it, over another application's
+/// database, reached over real HTTP.
+@Suite(.timeLimit(.minutes(1)))
+struct QueuekitServeTests {
+    struct Mail: TaskQueueAction {
+        var key: String
+        var collection = "mail"
+        var queueName: String
+        var body: String
+    }
+
+    @Test func theConsoleShowsAnApplicationsQueuesAndPausesOne() async throws {
+        let folder = try TemporaryDirectory()
+        let path = folder.path("app.sqlite")
+        let database = try await TaskDatabase.sqlite(path: path)
+        try await database.save([Mail(key: "m1", queueName: "mail-42", body: "hello"), Mail(key: "m2", queueName: "mail-42", body: "again")])
+        let server = try RunningTool(["serve", "--database", "sqlite:\(path)", "--listen", "127.0.0.1:0"], in: folder.url)
+        let base = try await Self.address(of: server)
+
+        let (queues, queuesStatus) = try await Self.fetch(base + "/")
+        #expect(queuesStatus == 200)
+        #expect(queues.contains("<code>mail-42</code>"))
+        let (queue, _) = try await Self.fetch(base + "/queue?name=mail-42")
+        #expect(queue.contains("m1") && queue.contains("m2"))
+        let token = try #require(Self.csrfToken(in: queue))
+        // The browser follows the 303 back to the queue's page.
+        let (after, status) = try await Self.fetch(base + "/pause", form: "csrf=\(token)&queue=mail-42")
+        #expect(status == 200)
+        #expect(after.contains("paused by an operator"))
+        #expect(try await database.snapshot().first?.pausedByOperator == true)
+
+        server.interrupt()
+        let run = await server.finish()
+        #expect(run.status == 0, "SIGINT stops the console cleanly")
+        #expect(run.stderr.isEmpty, "\(run.stderr)")
+    }
+
+    @Test func anAddressOffLoopbackNeedsATokenFileAndThenEveryPageAsksForIt() async throws {
+        let folder = try TemporaryDirectory()
+        let path = folder.path("app.sqlite")
+        _ = try await TaskDatabase.sqlite(path: path)
+        let refused = try await QueuekitBinary.run(["serve", "--database", "sqlite:\(path)", "--listen", "0.0.0.0:0"], in: folder.url)
+        #expect(refused.status == 64)
+        #expect(refused.stderr.contains("--token-file"), "\(refused.stderr)")
+        #expect(refused.stderr.split(separator: "\n").count == 1, "one line: \(refused.stderr)")
+
+        let token = "a-token-of-twenty-four!!"
+        try (token + "\n").write(toFile: folder.path("token"), atomically: true, encoding: .utf8)
+        let server = try RunningTool(
+            ["serve", "--database", "sqlite:\(path)", "--listen", "0.0.0.0:0", "--token-file", folder.path("token")], in: folder.url
+        )
+        let base = try await Self.address(of: server).replacingOccurrences(of: "0.0.0.0", with: "127.0.0.1")
+        #expect(try await Self.fetch(base + "/").status == 401)
+        #expect(try await Self.fetch(base + "/", bearer: "wrong").status == 401)
+        #expect(try await Self.fetch(base + "/", bearer: token).status == 200)
+        server.interrupt()
+        _ = await server.finish()
+    }
+
+    /// The console's address, from the line `serve` prints once it listens.
+    private static func address(of server: RunningTool) async throws -> String {
+        await server.output(containing: "/\n")
+        let run = server.outputSoFar
+        guard let range = run.range(of: "http://") else { throw NotListening(output: run) }
+        return String(run[range.lowerBound...].prefix { !$0.isWhitespace }.dropLast())
+    }
+
+    private struct NotListening: Error, CustomStringConvertible {
+        var output: String
+        var description: String { "queuekit serve printed no address: \(output)" }
+    }
+
+    /// A page's body and status, over HTTP (a form post when `form` is given).
+    private static func fetch(_ url: String, form: String? = nil, bearer: String? = nil) async throws -> (body: String, status: Int) {
+        var request = URLRequest(url: try #require(URL(string: url)))
+        if let form {
+            request.httpMethod = "POST"
+            request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
+            request.httpBody = Data(form.utf8)
+        }
+        if let bearer { request.setValue("Bearer \(bearer)", forHTTPHeaderField: "Authorization") }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        return (String(decoding: data, as: UTF8.self), (response as? HTTPURLResponse)?.statusCode ?? 0)
+    }
+
+    private static func csrfToken(in page: String) -> String? {
+        guard let range = page.range(of: "name=\"csrf\" value=\"") else { return nil }
+        return String(page[range.upperBound...].prefix { $0 != "\"" })
+    }
+}
+#endif

@@ -1,0 +1,214 @@
+import Foundation
+import Hummingbird
+import TaskBroker
+
+/// The console's pages (`GET`), each built from the database as it is when asked.
+struct ConsolePages: Sendable {
+    let console: TaskBrokerConsole
+    private var database: TaskDatabase { console.database }
+    private var configuration: TaskBrokerConsole.Configuration { console.configuration }
+
+    /// Every queue: pending actions, the oldest's age, dead letters, failures of its head, its state.
+    func queues(_ request: Request) async throws -> String {
+        let now = Date()
+        let all = try await database.snapshot()
+        let query = Query(request)
+        let after = query["after"]
+        let shown = Array(all.filter { queue in after.map { queue.name > $0 } ?? true }.prefix(configuration.pageSize))
+        let rows = shown.map { queue -> [String] in
+            [
+                "<a href=\"\(HTML.escape(console.link("queue", [("name", queue.name)])))\"><code>\(HTML.escape(queue.name))</code></a>",
+                number(queue.pending), number(queue.parallelPending),
+                HTML.escape(HTML.age(since: queue.oldestSavedAt, now: now)),
+                queue.deadLetters > 0
+                    ? "<a href=\"\(HTML.escape(console.link("dead-letters", [("queue", queue.name)])))\">\(HTML.count(queue.deadLetters))</a>" : "0",
+                number(queue.attempts),
+                state(of: queue) + (queue.lastFailure.map { "<br><span class=\"bad\">\(HTML.escape($0.reason))</span>" } ?? ""),
+                pauseButton(queue),
+            ]
+        }
+        let totals = "<p>\(HTML.count(all.count)) queue(s), \(HTML.count(all.reduce(0) { $0 + $1.pending })) pending, "
+            + "\(HTML.count(all.reduce(0) { $0 + $1.parallelPending })) plain parallel pending, "
+            + "\(HTML.count(all.reduce(0) { $0 + $1.deadLetters })) dead letter(s).</p>"
+        var body = totals
+        body += all.isEmpty ? "<p class=\"note\">No queues.</p>"
+            : HTML.table(["Queue", "Pending", "Parallel", "Oldest", "Dead letters", "Failures", "State", ""], rows)
+        if let last = shown.last, all.contains(where: { $0.name > last.name }), shown.count == configuration.pageSize {
+            body += "<p><a href=\"\(HTML.escape(console.link("", [("after", last.name)])))\">Next queues</a></p>"
+        }
+        return HTML.page(title: "Queues", console: console, body: body)
+    }
+
+    /// A queue's stored actions in the order they run, a page at a time.
+    func queue(_ request: Request) async throws -> String {
+        let query = Query(request)
+        let name = try query.required("name")
+        let after = try query.integer("after").map { [name: $0] } ?? [:]
+        let tasks = try await database.storage.tasks(inQueues: [name], after: after, limit: configuration.pageSize)[name] ?? []
+        let snapshot = try await database.snapshot().first { $0.name == name }
+        var body = ""
+        if let snapshot {
+            body += "<p>\(HTML.count(snapshot.pending)) pending, \(HTML.count(snapshot.parallelPending)) plain parallel, "
+                + "\(HTML.count(snapshot.deadLetters)) dead letter(s). \(state(of: snapshot))</p>"
+            body += "<p>\(pauseButton(snapshot)) "
+                + HTML.button("Purge", command: "purge", fields: [("queue", name)], console: console)
+                + " <span class=\"note\">(deletes every pending action of this queue)</span></p>"
+        } else {
+            body += "<p class=\"note\">No action is stored in this queue.</p>"
+        }
+        if !tasks.isEmpty {
+            let now = Date()
+            let rows = tasks.map { task -> [String] in
+                [
+                    actionLink(key: task.key, collection: task.collection),
+                    number(task.attempts), number(task.priority),
+                    task.notBefore.map { $0 > now ? HTML.escape(HTML.date($0)) : "now" } ?? "now",
+                    task.lastFailure.map { "<span class=\"bad\">\(HTML.escape($0.reason))</span>" } ?? "",
+                    preview(task.payload),
+                    HTML.button("Delete", command: "delete", fields: [("key", task.key), ("collection", task.collection)], console: console),
+                ]
+            }
+            body += HTML.table(["Action", "Failures", "Priority", "Starts", "Last failure", "Payload", ""], rows)
+            if tasks.count == configuration.pageSize, let last = tasks.last {
+                body += "<p><a href=\"\(HTML.escape(console.link("queue", [("name", name), ("after", String(last.position))])))\">Next actions</a></p>"
+            }
+        }
+        return HTML.page(title: "Queue \(name)", console: console, body: body)
+    }
+
+    /// One action, live or a dead letter: where it is, its attempts, its last failure, its payload.
+    func action(_ request: Request) async throws -> String {
+        let query = Query(request)
+        let key = try query.required("key")
+        let collection = try query.required("collection")
+        guard let found = try await database.lookup(key: key, collection: collection) else {
+            throw ConsoleError.notFound("No action with key \"\(key)\" in collection \"\(collection)\" is stored.")
+        }
+        let task = found.task
+        let full = query["full"] == "1"
+        let payload = HTML.payload(task.payload, pretty: true, limit: full ? nil : configuration.payloadLimit)
+        var facts: [(String, String)] = [
+            ("Key", "<code>\(HTML.escape(task.key))</code>"),
+            ("Collection", "<code>\(HTML.escape(task.collection))</code>"),
+            ("Queue", "<a href=\"\(HTML.escape(console.link("queue", [("name", task.queueName)])))\"><code>\(HTML.escape(task.queueName))</code></a>"),
+        ]
+        let commands: String
+        switch found {
+        case .live:
+            facts.append(("State", "waiting, paused or running in its queue"))
+            commands = HTML.button("Delete", command: "delete", fields: [("key", key), ("collection", collection)], console: console)
+        case .deadLetter:
+            facts.append(("State", "<span class=\"bad\">dead letter</span>"))
+            commands = HTML.button("Replay", command: "replay", fields: [("key", key), ("collection", collection)], console: console) + " "
+                + HTML.button("Discard", command: "discard", fields: [("key", key), ("collection", collection)], console: console)
+        }
+        facts += [
+            ("Failed attempts", HTML.count(task.attempts)),
+            ("Priority", String(task.priority)),
+            ("Not before", HTML.escape(HTML.date(task.notBefore))),
+            ("Last failure", task.lastFailure.map { "\(HTML.escape($0.reason)) (\(HTML.escape(HTML.date($0.failedAt))))" } ?? "–"),
+            ("Payload size", "\(HTML.count(task.payload.count)) bytes"),
+        ]
+        var body = HTML.table(["", ""], facts.map { [HTML.escape($0.0), $0.1] })
+        body += "<p>\(commands)</p><h2>Payload</h2><pre>\(HTML.escape(payload.text))</pre>"
+        if payload.cut {
+            let link = console.link("action", [("key", key), ("collection", collection), ("full", "1")])
+            body += "<p class=\"note\">Cut at \(HTML.count(configuration.payloadLimit)) characters. <a href=\"\(HTML.escape(link))\">Show all</a></p>"
+        }
+        return HTML.page(title: "Action \(key)", console: console, body: body)
+    }
+
+    /// The dead letters, of one queue or of all, each with replay and discard.
+    func deadLetters(_ request: Request) async throws -> String {
+        let query = Query(request)
+        let queue = query["queue"].flatMap { $0.isEmpty ? nil : $0 }
+        let letters = try await database.deadLetters(queueName: queue)
+        let shown = letters.prefix(configuration.pageSize)
+        var body = "<p>\(HTML.count(letters.count)) dead letter(s)\(queue.map { " in <code>\(HTML.escape($0))</code>" } ?? "").</p>"
+        if !shown.isEmpty {
+            let rows = shown.map { letter -> [String] in
+                [
+                    "<code>\(HTML.escape(letter.queueName))</code>",
+                    actionLink(key: letter.key, collection: letter.collection),
+                    number(letter.attempts), HTML.escape(HTML.date(letter.failedAt)),
+                    "<span class=\"bad\">\(HTML.escape(letter.reason))</span>",
+                    preview(letter.payload),
+                    HTML.button("Replay", command: "replay", fields: [("key", letter.key), ("collection", letter.collection)], console: console) + " "
+                        + HTML.button("Discard", command: "discard", fields: [("key", letter.key), ("collection", letter.collection)], console: console),
+                ]
+            }
+            body += HTML.table(["Queue", "Action", "Attempts", "Failed at", "Reason", "Payload", ""], rows)
+        }
+        if letters.count > shown.count {
+            body += "<p class=\"note\">\(HTML.count(letters.count - shown.count)) more not shown; replay or discard these first, or list one queue.</p>"
+        }
+        return HTML.page(title: "Dead letters", console: console, body: body)
+    }
+
+    /// The schedules the database's schedulers registered, with their last and next ticks.
+    func schedules(_ request: Request) async throws -> String {
+        let schedules = try await database.schedules()
+        let rows = schedules.map {
+            [
+                "<code>\(HTML.escape($0.name))</code>", HTML.escape($0.recurrence), HTML.escape(HTML.date($0.lastTick)),
+                $0.lastKey.map { "<code>\(HTML.escape($0))</code>" } ?? "–", HTML.escape(HTML.date($0.nextTick)),
+            ]
+        }
+        let body = schedules.isEmpty ? "<p class=\"note\">No schedules.</p>"
+            : HTML.table(["Schedule", "Recurrence", "Last tick", "Its action", "Next tick"], rows)
+        return HTML.page(title: "Schedules", console: console, body: body)
+    }
+
+    private func number(_ value: Int) -> String { HTML.count(value) }
+
+    private func actionLink(key: String, collection: String) -> String {
+        let link = console.link("action", [("key", key), ("collection", collection)])
+        return "<a href=\"\(HTML.escape(link))\"><code>\(HTML.escape(key))</code></a><br><span class=\"note\">\(HTML.escape(collection))</span>"
+    }
+
+    private func preview(_ payload: Data) -> String {
+        let shown = HTML.payload(payload, pretty: false, limit: configuration.payloadPreview)
+        return "<code>\(HTML.escape(shown.text))\(shown.cut ? "…" : "")</code>"
+    }
+
+    private func state(of queue: TaskQueueSnapshot) -> String {
+        if queue.pausedByOperator { return "<strong>paused by an operator</strong>" }
+        switch queue.pause {
+        case .untilRestart: return "<span class=\"bad\">paused until a broker restarts it</span>"
+        case .some: return "retrying at \(HTML.escape(HTML.date(queue.pausedUntil)))"
+        case nil: return queue.pending + queue.parallelPending > 0 ? "ready" : "empty"
+        }
+    }
+
+    private func pauseButton(_ queue: TaskQueueSnapshot) -> String {
+        queue.pausedByOperator
+            ? HTML.button("Resume", command: "resume", fields: [("queue", queue.name)], console: console)
+            : HTML.button("Pause", command: "pause", fields: [("queue", queue.name)], console: console)
+    }
+}
+
+/// A page's query parameters.
+struct Query: Sendable {
+    private let parameters: [String: String]
+
+    init(_ request: Request) {
+        var parameters: [String: String] = [:]
+        for (name, value) in request.uri.queryParameters { parameters[String(name)] = String(value) }
+        self.parameters = parameters
+    }
+
+    subscript(_ name: String) -> String? { parameters[name] }
+
+    /// A parameter that must be there and not be empty.
+    func required(_ name: String) throws -> String {
+        guard let value = parameters[name], !value.isEmpty else { throw ConsoleError.badRequest("The page needs \"\(name)\" in its query.") }
+        return value
+    }
+
+    /// A whole number, if given.
+    func integer(_ name: String) throws -> Int64? {
+        guard let text = parameters[name] else { return nil }
+        guard let value = Int64(text) else { throw ConsoleError.badRequest("\"\(name)\" must be a whole number, not \"\(text)\".") }
+        return value
+    }
+}

@@ -1,0 +1,121 @@
+public import Hummingbird
+public import TaskBroker
+
+/// TaskBroker's web console: pages over a `TaskDatabase` (its queues, a queue's
+/// actions, an action, dead letters, schedules) and the operator's commands on it (pause, resume,
+/// replay, discard, delete, purge), as routes that a Hummingbird application mounts.
+///
+/// ```swift
+/// let console = TaskBrokerConsole(database: database, configuration: .init(basePath: "/admin/jobs"))
+/// console.addRoutes(to: router.group("admin/jobs").add(middleware: MyAuthMiddleware()))
+/// ```
+///
+/// Every command is a `POST` with the console's CSRF token in its form, and every name, key and
+/// payload is HTML-escaped. Bad input gets a 4xx page that says what was wrong; a database that
+/// cannot be read or written gets a 503 that says so. With
+/// ``Configuration-swift.struct/accessToken`` set, every route asks for that token (a bearer token,
+/// or the console's login form, which sets a cookie).
+public struct TaskBrokerConsole: Sendable {
+    /// How the console is reached and what it shows.
+    public struct Configuration: Sendable {
+        /// The path the routes are mounted at, as a browser sees it (`""` at the server's root,
+        /// `"/admin/jobs"` under that group); every link and form of the console starts with it.
+        public var basePath: String
+        /// When set, every route asks for this token: `Authorization: Bearer <token>`, or the cookie
+        /// that the console's login form sets. `nil` (the default) leaves access control to the
+        /// application's middleware.
+        public var accessToken: String?
+        /// At most this many rows on a page (actions of a queue, dead letters, queues); the page
+        /// links to the next ones.
+        public var pageSize: Int
+        /// Payloads in lists are cut at this many characters.
+        public var payloadPreview: Int
+        /// On an action's page, its payload is cut at this many characters unless `full=1` asks
+        /// for all of it.
+        public var payloadLimit: Int
+
+        /// Creates a configuration.
+        ///
+        /// - Parameters:
+        ///   - basePath: The path the routes are mounted at (`""`: the server's root).
+        ///   - accessToken: A token every route asks for; `nil` leaves access control to the application.
+        ///   - pageSize: Rows on a page (at least 1).
+        ///   - payloadPreview: Characters of a payload shown in lists.
+        ///   - payloadLimit: Characters of a payload shown on its action's page without `full=1`.
+        public init(basePath: String = "", accessToken: String? = nil, pageSize: Int = 100, payloadPreview: Int = 160, payloadLimit: Int = 65_536) {
+            self.basePath = basePath
+            self.accessToken = accessToken
+            self.pageSize = pageSize
+            self.payloadPreview = payloadPreview
+            self.payloadLimit = payloadLimit
+        }
+    }
+
+    /// The database the console shows and acts on.
+    public let database: TaskDatabase
+    /// How the console is reached and what it shows.
+    public let configuration: Configuration
+    let secrets: ConsoleSecrets
+
+    /// Creates a console over `database`.
+    ///
+    /// - Parameters:
+    ///   - database: The TaskBroker database to show and act on (SQLite or PostgreSQL).
+    ///   - configuration: Where it is mounted, access control and page sizes.
+    public init(database: TaskDatabase, configuration: Configuration = .init()) {
+        self.database = database
+        var configuration = configuration
+        configuration.basePath = Self.normalized(configuration.basePath)
+        configuration.pageSize = max(1, configuration.pageSize)
+        configuration.payloadPreview = max(16, configuration.payloadPreview)
+        configuration.payloadLimit = max(configuration.payloadPreview, configuration.payloadLimit)
+        self.configuration = configuration
+        self.secrets = ConsoleSecrets()
+    }
+
+    /// Adds the console's routes to `router` (a `Router`, or a `RouterGroup` with the
+    /// application's own middleware). The routes are relative to `router`; tell the console where
+    /// that is with ``Configuration-swift.struct/basePath``.
+    ///
+    /// - Parameter router: The router or group to add the routes to.
+    public func addRoutes<Context: RequestContext>(to router: some RouterMethods<Context>) {
+        let pages = ConsolePages(console: self)
+        let commands = ConsoleCommands(console: self)
+        let access = ConsoleAccess(console: self)
+        router.get("/") { request, _ in try await access.page(request) { try await pages.queues(request) } }
+        router.get("queue") { request, _ in try await access.page(request) { try await pages.queue(request) } }
+        router.get("action") { request, _ in try await access.page(request) { try await pages.action(request) } }
+        router.get("dead-letters") { request, _ in try await access.page(request) { try await pages.deadLetters(request) } }
+        router.get("schedules") { request, _ in try await access.page(request) { try await pages.schedules(request) } }
+        router.get("login") { request, _ in access.loginPage(request) }
+        router.post("login") { request, _ in try await access.login(request) }
+        router.post("logout") { request, _ in try await access.logout(request) }
+        for command in ConsoleCommands.Command.allCases {
+            router.post(RouterPath(stringLiteral: command.rawValue)) { request, _ in
+                try await access.command(request) { form in try await commands.run(command, form) }
+            }
+            // A link or a typed address never changes anything: commands are posted from forms.
+            router.get(RouterPath(stringLiteral: command.rawValue)) { _, _ in
+                ConsoleError(status: .methodNotAllowed, message: "\(command.rawValue) is a command: it is posted from a form of the console, with its token.")
+                    .response(self, headers: [.allow: "POST"])
+            }
+        }
+    }
+
+    /// A base path without a trailing slash, with a leading one unless empty.
+    static func normalized(_ path: String) -> String {
+        var trimmed = Substring(path)
+        while trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        while trimmed.hasPrefix("/") { trimmed = trimmed.dropFirst() }
+        return trimmed.isEmpty ? "" : "/" + trimmed
+    }
+
+    /// The link to one of the console's pages, with its query.
+    func link(_ page: String, _ query: [(String, String)] = []) -> String {
+        var link = configuration.basePath + "/" + page
+        if !query.isEmpty {
+            link += "?" + query.map { "\($0.0)=\(HTML.queryEncoded($0.1))" }.joined(separator: "&")
+        }
+        return link
+    }
+}
