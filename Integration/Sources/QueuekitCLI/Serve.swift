@@ -26,6 +26,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "A file whose first line is the access token every page asks for (needed off loopback).")
     var tokenFile: String?
 
+    @Option(help: "Seconds between two updates of the live counts when nothing changes (changes are sent at once).")
+    var heartbeat = 15.0
+
     func run() async throws {
         let (host, port) = try Self.address(listen)
         let token = try tokenFile.map(Self.token(in:))
@@ -38,7 +41,12 @@ struct Serve: AsyncParsableCommand {
         }
         let store = try await options.open(create: false)
         let name = try options.location().description
-        let console = TaskBrokerConsole(database: store.database, configuration: .init(accessToken: token))
+        guard heartbeat >= 1, heartbeat <= 86_400 else {
+            throw QueuekitError("--heartbeat must be between 1 and 86400 seconds (got \(heartbeat))", exitCode: 64)
+        }
+        let console = TaskBrokerConsole(
+            database: store.database, configuration: .init(accessToken: token, liveHeartbeat: .milliseconds(Int64(heartbeat * 1_000)))
+        )
         let router = Router()
         console.addRoutes(to: router)
         // Hummingbird's own lines (started, stopped) repeat ours: only its warnings and errors.

@@ -43,6 +43,35 @@ struct QueuekitServeTests {
         #expect(run.stderr.isEmpty, "\(run.stderr)")
     }
 
+    /// The live counts follow another process's saves through the database's change
+    /// notifications: with a heartbeat of ten minutes, only a notification can bring the update
+    /// within the suite's time limit. SIGINT then ends the stream and the server with status 0.
+    @Test func liveCountsFollowAnotherProcesssSavesAndEndCleanlyOnSIGINT() async throws {
+        let folder = try TemporaryDirectory()
+        let path = folder.path("app.sqlite")
+        let database = try await TaskDatabase.sqlite(path: path)
+        try await database.save(Mail(key: "m0", queueName: "mail-1", body: "first"))
+        let server = try RunningTool(
+            ["serve", "--database", "sqlite:\(path)", "--listen", "127.0.0.1:0", "--heartbeat", "600"], in: folder.url
+        )
+        let base = try await Self.address(of: server)
+        let curl = try RunningTool(executable: URL(fileURLWithPath: "/usr/bin/curl"), ["-sN", base + "/events"], in: folder.url)
+        await curl.output(containing: "\"pending\":1,")
+        try await database.save([Mail(key: "m1", queueName: "mail-1", body: "a"), Mail(key: "m2", queueName: "mail-2", body: "b")])
+        await curl.output(containing: "\"pending\":3,")
+        try await database.pauseQueues(["mail-2"])
+        await curl.output(containing: "\"paused\":1,")
+        let events = curl.outputSoFar.components(separatedBy: "event: counts\n").dropFirst()
+        #expect(events.count >= 3)
+        #expect(events.last?.contains("\"mail-2\":{\"deadLetters\":0,\"failures\":0,\"parallel\":0,\"pending\":1,\"state\":\"paused by an operator\"}") == true, "\(curl.outputSoFar)")
+
+        server.interrupt()
+        let run = await server.finish()
+        #expect(run.status == 0, "SIGINT with a live stream open stops the console cleanly: \(run.stderr)")
+        let client = await curl.finish()
+        #expect(client.status == 0, "the stream ended, and curl with it")
+    }
+
     @Test func anAddressOffLoopbackNeedsATokenFileAndThenEveryPageAsksForIt() async throws {
         let folder = try TemporaryDirectory()
         let path = folder.path("app.sqlite")

@@ -86,8 +86,13 @@ final class RunningTool: Sendable {
     private let exited = DispatchSemaphore(value: 0)
     private let outputClosed = DispatchSemaphore(value: 0)
 
-    init(_ arguments: [String], in directory: URL) throws {
+    convenience init(_ arguments: [String], in directory: URL) throws {
         guard let url = QueuekitBinary.url else { throw QueuekitBinary.MissingBinary() }
+        try self.init(executable: url, arguments, in: directory)
+    }
+
+    /// Another program (`curl`, say), read the same way.
+    init(executable url: URL, _ arguments: [String], in directory: URL) throws {
         process = Process()
         process.executableURL = url
         process.arguments = arguments

@@ -42,6 +42,14 @@ struct ConsoleAccess: Sendable {
         }
     }
 
+    /// A stream (the live counts): checked for access; an error before it starts is a page.
+    func stream(_ request: Request, _ body: () async throws -> Response) async throws -> Response {
+        await respond {
+            try checkAccess(request)
+            return try await body()
+        }
+    }
+
     /// A command (`POST`): checked for access and for the CSRF token of its form, then run; a
     /// 303 to the page it names.
     func command(_ request: Request, _ run: (ConsoleForm) async throws -> String) async throws -> Response {

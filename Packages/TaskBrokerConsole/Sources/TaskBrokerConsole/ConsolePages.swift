@@ -18,21 +18,22 @@ struct ConsolePages: Sendable {
         let rows = shown.map { queue -> [String] in
             [
                 "<a href=\"\(HTML.escape(console.link("queue", [("name", queue.name)])))\"><code>\(HTML.escape(queue.name))</code></a>",
-                number(queue.pending), number(queue.parallelPending),
+                field("pending", queue.pending), field("parallel", queue.parallelPending),
                 HTML.escape(HTML.age(since: queue.oldestSavedAt, now: now)),
-                queue.deadLetters > 0
-                    ? "<a href=\"\(HTML.escape(console.link("dead-letters", [("queue", queue.name)])))\">\(HTML.count(queue.deadLetters))</a>" : "0",
-                number(queue.attempts),
+                "<a href=\"\(HTML.escape(console.link("dead-letters", [("queue", queue.name)])))\">\(field("deadLetters", queue.deadLetters))</a>",
+                field("failures", queue.attempts),
                 state(of: queue) + (queue.lastFailure.map { "<br><span class=\"bad\">\(HTML.escape($0.reason))</span>" } ?? ""),
                 pauseButton(queue),
             ]
         }
-        let totals = "<p>\(HTML.count(all.count)) queue(s), \(HTML.count(all.reduce(0) { $0 + $1.pending })) pending, "
-            + "\(HTML.count(all.reduce(0) { $0 + $1.parallelPending })) plain parallel pending, "
-            + "\(HTML.count(all.reduce(0) { $0 + $1.deadLetters })) dead letter(s).</p>"
+        let totals = "<p>\(total("queues", all.count)) queue(s), \(total("pending", all.reduce(0) { $0 + $1.pending })) pending, "
+            + "\(total("parallel", all.reduce(0) { $0 + $1.parallelPending })) plain parallel pending, "
+            + "\(total("deadLetters", all.reduce(0) { $0 + $1.deadLetters })) dead letter(s), "
+            + "\(total("paused", all.count { $0.pausedByOperator })) paused by an operator. "
+            + "<span class=\"note\">Counts update live; reload for new queues.</span></p>"
         var body = totals
         body += all.isEmpty ? "<p class=\"note\">No queues.</p>"
-            : HTML.table(["Queue", "Pending", "Parallel", "Oldest", "Dead letters", "Failures", "State", ""], rows)
+            : HTML.table(["Queue", "Pending", "Parallel", "Oldest", "Dead letters", "Failures", "State", ""], rows, queues: shown.map(\.name))
         if let last = shown.last, all.contains(where: { $0.name > last.name }), shown.count == configuration.pageSize {
             body += "<p><a href=\"\(HTML.escape(console.link("", [("after", last.name)])))\">Next queues</a></p>"
         }
@@ -48,8 +49,9 @@ struct ConsolePages: Sendable {
         let snapshot = try await database.snapshot().first { $0.name == name }
         var body = ""
         if let snapshot {
-            body += "<p>\(HTML.count(snapshot.pending)) pending, \(HTML.count(snapshot.parallelPending)) plain parallel, "
-                + "\(HTML.count(snapshot.deadLetters)) dead letter(s). \(state(of: snapshot))</p>"
+            body += "<p data-queue=\"\(HTML.escape(name))\">\(field("pending", snapshot.pending)) pending, "
+                + "\(field("parallel", snapshot.parallelPending)) plain parallel, "
+                + "\(field("deadLetters", snapshot.deadLetters)) dead letter(s). \(state(of: snapshot))</p>"
             body += "<p>\(pauseButton(snapshot)) "
                 + HTML.button("Purge", command: "purge", fields: [("queue", name)], console: console)
                 + " <span class=\"note\">(deletes every pending action of this queue)</span></p>"
@@ -171,13 +173,31 @@ struct ConsolePages: Sendable {
         return "<code>\(HTML.escape(shown.text))\(shown.cut ? "…" : "")</code>"
     }
 
+    /// A queue's state, as live counts update it.
     private func state(of queue: TaskQueueSnapshot) -> String {
-        if queue.pausedByOperator { return "<strong>paused by an operator</strong>" }
+        let text = HTML.escape(Self.stateText(of: queue))
+        let shown = queue.pausedByOperator ? "<strong>\(text)</strong>" : queue.pause == .untilRestart ? "<span class=\"bad\">\(text)</span>" : text
+        return "<span data-field=\"state\">\(shown)</span>"
+    }
+
+    /// A queue's state in words.
+    static func stateText(of queue: TaskQueueSnapshot) -> String {
+        if queue.pausedByOperator { return "paused by an operator" }
         switch queue.pause {
-        case .untilRestart: return "<span class=\"bad\">paused until a broker restarts it</span>"
-        case .some: return "retrying at \(HTML.escape(HTML.date(queue.pausedUntil)))"
+        case .untilRestart: return "paused until a broker restarts it"
+        case .some: return "retrying at \(HTML.date(queue.pausedUntil))"
         case nil: return queue.pending + queue.parallelPending > 0 ? "ready" : "empty"
         }
+    }
+
+    /// A count of a queue's that live counts update.
+    private func field(_ name: String, _ value: Int) -> String {
+        "<span data-field=\"\(name)\">\(HTML.count(value))</span>"
+    }
+
+    /// A database-wide count that live counts update.
+    private func total(_ name: String, _ value: Int) -> String {
+        "<span data-total=\"\(name)\">\(HTML.count(value))</span>"
     }
 
     private func pauseButton(_ queue: TaskQueueSnapshot) -> String {

@@ -40,15 +40,16 @@ enum HTML {
         }
         return """
             <!doctype html>
-            <html lang="en">
+            <html lang="en" data-events="\(escape(console.link("events")))">
             <head>
             <meta charset="utf-8">
             <meta name="viewport" content="width=device-width, initial-scale=1">
             <title>\(escape(title)) · TaskBroker</title>
             <style>\(style)</style>
+            <script src="\(escape(console.link("console.js")))" defer></script>
             </head>
             <body>
-            <header><strong>TaskBroker</strong> <nav>\(nav)</nav></header>
+            <header><strong>TaskBroker</strong> <nav>\(nav)</nav> <span id="live"></span></header>
             <main>
             <h1>\(escape(title))</h1>
             \(body)
@@ -66,10 +67,14 @@ enum HTML {
         return "<form class=\"inline\" method=\"post\" action=\"\(escape(console.link(command)))\">\(hidden)<button type=\"submit\">\(escape(label))</button></form>"
     }
 
-    /// A table with `headers` and already-escaped cells.
-    static func table(_ headers: [String], _ rows: [[String]]) -> String {
+    /// A table with `headers` and already-escaped cells; a row with a queue name is that queue's
+    /// (its live counts update it).
+    static func table(_ headers: [String], _ rows: [[String]], queues: [String]? = nil) -> String {
         let head = headers.map { "<th>\(escape($0))</th>" }.joined()
-        let body = rows.map { "<tr>" + $0.map { "<td>\($0)</td>" }.joined() + "</tr>" }.joined(separator: "\n")
+        let body = rows.enumerated().map { index, cells in
+            let queue = queues.map { " data-queue=\"\(escape($0[index]))\"" } ?? ""
+            return "<tr\(queue)>" + cells.map { "<td>\($0)</td>" }.joined() + "</tr>"
+        }.joined(separator: "\n")
         return "<table>\n<thead><tr>\(head)</tr></thead>\n<tbody>\n\(body)\n</tbody>\n</table>"
     }
 
@@ -123,9 +128,10 @@ enum HTML {
         var fields = headers
         fields[.contentType] = "text/html; charset=utf-8"
         fields[.cacheControl] = "no-store"
-        // No script, style or frame from anywhere but the page itself: a payload that slipped
-        // through escaping could still run nothing.
-        fields[.contentSecurityPolicy] = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+        // Only the console's own script runs (no inline script, nothing from elsewhere): a payload
+        // that slipped through escaping could still run nothing.
+        fields[.contentSecurityPolicy] =
+            "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
         fields[.xContentTypeOptions] = "nosniff"
         return Response(status: status, headers: fields, body: .init(byteBuffer: ByteBuffer(string: html)))
     }
@@ -143,6 +149,7 @@ enum HTML {
         form.inline{display:inline}
         .note{color:#6b7280}
         .bad{color:#b91c1c}
+        #live{float:right;color:#9ca3af}
         """
 }
 

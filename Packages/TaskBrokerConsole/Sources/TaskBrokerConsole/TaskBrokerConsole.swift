@@ -33,6 +33,11 @@ public struct TaskBrokerConsole: Sendable {
         /// On an action's page, its payload is cut at this many characters unless `full=1` asks
         /// for all of it.
         public var payloadLimit: Int
+        /// The live counts (`GET /events`) are sent at most this often.
+        public var liveInterval: Duration
+        /// The live counts are sent at least this often, changed or not (which also finds a
+        /// client that went away).
+        public var liveHeartbeat: Duration
 
         /// Creates a configuration.
         ///
@@ -42,12 +47,19 @@ public struct TaskBrokerConsole: Sendable {
         ///   - pageSize: Rows on a page (at least 1).
         ///   - payloadPreview: Characters of a payload shown in lists.
         ///   - payloadLimit: Characters of a payload shown on its action's page without `full=1`.
-        public init(basePath: String = "", accessToken: String? = nil, pageSize: Int = 100, payloadPreview: Int = 160, payloadLimit: Int = 65_536) {
+        ///   - liveInterval: The shortest time between two updates of the live counts.
+        ///   - liveHeartbeat: The longest time between two updates of the live counts.
+        public init(
+            basePath: String = "", accessToken: String? = nil, pageSize: Int = 100, payloadPreview: Int = 160, payloadLimit: Int = 65_536,
+            liveInterval: Duration = .seconds(1), liveHeartbeat: Duration = .seconds(15)
+        ) {
             self.basePath = basePath
             self.accessToken = accessToken
             self.pageSize = pageSize
             self.payloadPreview = payloadPreview
             self.payloadLimit = payloadLimit
+            self.liveInterval = liveInterval
+            self.liveHeartbeat = liveHeartbeat
         }
     }
 
@@ -69,6 +81,8 @@ public struct TaskBrokerConsole: Sendable {
         configuration.pageSize = max(1, configuration.pageSize)
         configuration.payloadPreview = max(16, configuration.payloadPreview)
         configuration.payloadLimit = max(configuration.payloadPreview, configuration.payloadLimit)
+        configuration.liveInterval = max(.milliseconds(10), configuration.liveInterval)
+        configuration.liveHeartbeat = max(configuration.liveInterval, configuration.liveHeartbeat)
         self.configuration = configuration
         self.secrets = ConsoleSecrets()
     }
@@ -87,6 +101,9 @@ public struct TaskBrokerConsole: Sendable {
         router.get("action") { request, _ in try await access.page(request) { try await pages.action(request) } }
         router.get("dead-letters") { request, _ in try await access.page(request) { try await pages.deadLetters(request) } }
         router.get("schedules") { request, _ in try await access.page(request) { try await pages.schedules(request) } }
+        let live = ConsoleLive(console: self)
+        router.get("events") { request, _ in try await access.stream(request) { try await live.events() } }
+        router.get("console.js") { _, _ in ConsoleLive.script() }
         router.get("login") { request, _ in access.loginPage(request) }
         router.post("login") { request, _ in try await access.login(request) }
         router.post("logout") { request, _ in try await access.logout(request) }

@@ -35,7 +35,8 @@ import Testing
                 let page = try await client.get(uri)
                 #expect(page.status == .ok || page.status == .notFound, "\(uri)")
                 let text = page.text
-                #expect(!text.contains("<script"), "\(uri) shows a raw <script>")
+                #expect(!text.contains("<script>"), "\(uri) shows a raw <script>")
+                #expect(text.components(separatedBy: "<script").count == 2, "\(uri): the console's own script only")
                 #expect(!text.contains("<img"), "\(uri) shows a raw <img>")
                 #expect(!text.contains("'x'"), "\(uri) shows a raw quote")
                 #expect(text.contains("&lt;script&gt;"), "\(uri) shows the hostile text, escaped")

@@ -70,6 +70,9 @@ final class DeadLetteringHandler: AsyncTaskQueueHandler {
 extension TestResponse {
     /// The body as text.
     var text: String { String(buffer: body) }
+
+    /// The body's text without its tags, as a reader sees it (entities left as they are).
+    var plainText: String { text.replacingOccurrences(of: "<[^>]+>", with: "", options: .regularExpression) }
 }
 
 extension TestClientProtocol {
