@@ -2,7 +2,7 @@
 FUZZ_SECONDS ?= 30
 FUZZER ?=
 DURATION ?= 600
-.PHONY: all setup demo demo-cluster test-all test test-tsan test-asan fuzz soak lint bench versions release-check docs clean
+.PHONY: all setup demo demo-cluster test-all test test-browser test-tsan test-asan fuzz soak lint bench versions release-check docs clean
 
 all: test-all
 
@@ -25,6 +25,12 @@ test-all:
 
 test:
 	@Scripts/test-all.sh $(PACKAGE)
+
+# The web console in a real headless Chromium (Debian's chromium, installed if missing) against a
+# live `queuekit work`: counts change through server-sent events, Pause stops a queue.
+# SCREENSHOT=PATH keeps the screenshot it takes.
+test-browser:
+	@SCREENSHOT=$(SCREENSHOT) Scripts/test-browser.sh
 
 # The tests under ThreadSanitizer (AsyncPrimitives, QueueCore, JobChain, TaskBroker, Integration)
 # and AddressSanitizer (QueuePersistence, TaskBroker), built once each through Sanitizers/.

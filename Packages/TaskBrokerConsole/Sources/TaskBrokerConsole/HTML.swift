@@ -138,8 +138,9 @@ enum HTML {
 
     private static let style = """
         body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#222}
-        header{background:#1f2937;color:#fff;padding:.6em 1em}
+        header{background:#1f2937;color:#fff;padding:.6em 1em;display:flex;gap:1em;align-items:baseline}
         header a{color:#cbd5e1;margin:0 .3em}
+        header form.inline button{font-size:12px}
         main{padding:1em}
         table{border-collapse:collapse;width:100%}
         th,td{border-bottom:1px solid #e5e7eb;padding:.3em .5em;text-align:left;vertical-align:top}
@@ -149,7 +150,7 @@ enum HTML {
         form.inline{display:inline}
         .note{color:#6b7280}
         .bad{color:#b91c1c}
-        #live{float:right;color:#9ca3af}
+        #live{margin-left:auto;color:#9ca3af}
         """
 }
 
