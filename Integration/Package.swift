@@ -91,6 +91,7 @@ let package = Package(
         .package(path: "../Packages/TaskBroker"),
         .package(path: "../Packages/TaskBrokerConsole"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.0", traits: []),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.1.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
@@ -99,6 +100,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.0.0"),
     ],
     targets: [
         // The `queuekit` command-line tool: the end-to-end demo and a small admin CLI over a
@@ -128,6 +131,10 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Console"])),
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Console"])),
                 .product(name: "Logging", package: "swift-log", condition: .when(traits: ["Console"])),
+                // `GET /metrics` of `serve` and `work --metrics`: swift-metrics in Prometheus' format.
+                .product(name: "Prometheus", package: "swift-prometheus", condition: .when(traits: ["Console"])),
+                .product(name: "Metrics", package: "swift-metrics", condition: .when(traits: ["Console"])),
+                .product(name: "HTTPTypes", package: "swift-http-types", condition: .when(traits: ["Console"])),
             ]
         ),
         .testTarget(

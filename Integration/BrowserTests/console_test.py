@@ -2,7 +2,8 @@
 """The web console as a person uses it, in a real headless Chromium (`make test-browser`).
 
 Against a live `queuekit work` on an SQLite file, it loads `queuekit serve`'s queues page, sees
-the counts change through server-sent events, clicks a queue's Pause button, and sees that queue
+the counts change through server-sent events (with a heartbeat of ten minutes: each update comes
+from the database's change notifications, the worker's completions included), clicks a queue's Pause button, and sees that queue
 stop while the other goes on; it takes a screenshot of the queues page at the end.
 
 Usage: console_test.py QUEUEKIT_BINARY SCREENSHOT_PNG
@@ -122,7 +123,7 @@ def main():
         for user in ("alice", "bob"):
             subprocess.run([queuekit, "enqueue", "--queue", user, "--count", "150", "--key-prefix", user] + database,
                            check=True, cwd=folder, stdout=subprocess.DEVNULL)
-        serve = subprocess.Popen([queuekit, "serve", "--listen", "127.0.0.1:0", "--heartbeat", "1"] + database,
+        serve = subprocess.Popen([queuekit, "serve", "--listen", "127.0.0.1:0", "--heartbeat", "600"] + database,
                                  cwd=folder, stdout=subprocess.PIPE, text=True)
         processes.append(serve)
         line = serve.stdout.readline()

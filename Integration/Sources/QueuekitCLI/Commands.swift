@@ -89,8 +89,27 @@ struct Work: AsyncParsableCommand {
     @Flag(help: "Keep running when no upload is left, taking those that other processes enqueue, until SIGINT or SIGTERM.")
     var watch = false
 
+    @Option(help: ArgumentHelp(
+        "Serve GET /metrics (Prometheus: the broker's counters, timers and running actions, the queues' gauges) on HOST:PORT while working.",
+        valueName: "HOST:PORT"
+    ))
+    var metrics: String?
+
     func run() async throws {
         let store = try await options.open(create: false)
+        #if Console
+        var metricsServer: Task<Void, any Error>?
+        if let metrics { metricsServer = try await MetricsEndpoint.serve(listen: metrics, database: store.database) }
+        defer { metricsServer?.cancel() }
+        #else
+        if metrics != nil {
+            throw QueuekitError(
+                "--metrics: this queuekit was built without the web console and metrics (as `make demo` builds it); "
+                    + "build it with them: swift build -c release --package-path Integration --product queuekit",
+                exitCode: 64
+            )
+        }
+        #endif
         let settings = work.settings(maxAttempts: work.maxAttempts)
         let trace = try traceFile.map { path throws(QueuekitError) in try TraceLog(path: path) }
         let report = try await Runner.run(

@@ -58,12 +58,13 @@ public enum QueuekitTool: Sendable {
     }
 
     private static func fail(_ message: String, status: Int32) -> Never {
-        FileHandle.standardError.write(Data("queuekit: \(message)\n".utf8))
+        try? FileHandle.standardError.write(contentsOf: Data("queuekit: \(message)\n".utf8))
         exit(status == 0 ? 1 : status)
     }
 }
 
 /// Writes a line to stdout at once (unbuffered, so lines keep their order with the progress line).
+/// A reader that went away (`queuekit queues | head`) loses the rest; the command goes on.
 func say(_ text: String = "") {
-    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    try? FileHandle.standardOutput.write(contentsOf: Data((text + "\n").utf8))
 }

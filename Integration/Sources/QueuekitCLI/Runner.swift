@@ -206,7 +206,7 @@ final class SignalWatcher: Sendable {
             let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
             source.setEventHandler {
                 if received.add(1, ordering: .relaxed).newValue > 1 {
-                    FileHandle.standardError.write(Data("\nqueuekit: stopped at once; stored actions run again next time.\n".utf8))
+                    try? FileHandle.standardError.write(contentsOf: Data("\nqueuekit: stopped at once; stored actions run again next time.\n".utf8))
                     exit(130)
                 }
                 continuation.yield(signalNumber)
@@ -271,7 +271,7 @@ final class ProgressPrinter: Sendable {
     }
 
     private func write(_ text: String) {
-        FileHandle.standardOutput.write(Data(text.utf8))
+        try? FileHandle.standardOutput.write(contentsOf: Data(text.utf8))
     }
 
     private func pad3(_ n: Int) -> String {

@@ -10,7 +10,7 @@ import TaskBrokerConsole
 /// `queuekit serve`: TaskBroker's web console over any TaskBroker database.
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Serve TaskBroker's web console: queues, actions, dead letters and schedules, with pause, resume, replay, discard, delete and purge.",
+        abstract: "Serve TaskBroker's web console (queues, actions, dead letters and schedules, with pause, resume, replay, discard, delete and purge) and GET /metrics for Prometheus.",
         discussion: """
             Listens on loopback (127.0.0.1:8080) by default. Any other address needs --token-file: \
             every page then asks for that token (a bearer token, or the console's login form). \
@@ -48,6 +48,9 @@ struct Serve: AsyncParsableCommand {
             database: store.database, configuration: .init(accessToken: token, liveHeartbeat: .milliseconds(Int64(heartbeat * 1_000)))
         )
         let router = Router()
+        // Prometheus' scrape of the queue gauges (its bearer token too, off loopback); the
+        // console's routes take the rest.
+        MetricsEndpoint.addRoute(to: router, database: store.database, token: token)
         console.addRoutes(to: router)
         // Hummingbird's own lines (started, stopped) repeat ours: only its warnings and errors.
         var logger = Logger(label: "queuekit.serve")

@@ -25,6 +25,10 @@ struct QueuekitServeTests {
         let server = try RunningTool(["serve", "--database", "sqlite:\(path)", "--listen", "127.0.0.1:0"], in: folder.url)
         let base = try await Self.address(of: server)
 
+        let (metrics, metricsStatus) = try await Self.fetch(base + "/metrics")
+        #expect(metricsStatus == 200)
+        #expect(metrics.contains("taskbroker_queue_depth{prefix=\"mail\"} 2.0"), "\(metrics)")
+        #expect(metrics.contains("taskbroker_queues{prefix=\"mail\"} 1.0"), "\(metrics)")
         let (queues, queuesStatus) = try await Self.fetch(base + "/")
         #expect(queuesStatus == 200)
         #expect(queues.contains("<code>mail-42</code>"))
@@ -90,8 +94,38 @@ struct QueuekitServeTests {
         #expect(try await Self.fetch(base + "/").status == 401)
         #expect(try await Self.fetch(base + "/", bearer: "wrong").status == 401)
         #expect(try await Self.fetch(base + "/", bearer: token).status == 200)
+        #expect(try await Self.fetch(base + "/metrics").status == 401, "the scrape asks for the token too")
+        #expect(try await Self.fetch(base + "/metrics", bearer: token).status == 200)
         server.interrupt()
         _ = await server.finish()
+    }
+
+    /// `queuekit work --metrics`: Prometheus scrapes the broker's own counters and running
+    /// actions while it works.
+    @Test func aWorkerServesItsMetricsWhileItWorks() async throws {
+        let folder = try TemporaryDirectory()
+        let path = folder.path("q.sqlite")
+        let db = ["--database", "sqlite:\(path)"]
+        let enqueued = try await QueuekitBinary.run(["enqueue", "--queue", "alice", "--count", "5"] + db, in: folder.url)
+        #expect(enqueued.status == 0, "\(enqueued.stderr)")
+        let database = try await TaskDatabase.sqlite(path: path)
+        var changes = try await database.queueChanges().makeAsyncIterator()
+        let worker = try RunningTool(["work", "--watch", "--work-ms", "0", "--metrics", "127.0.0.1:0"] + db, in: folder.url)
+        await worker.output(containing: "/metrics\n")
+        let line = try #require(worker.outputSoFar.split(separator: "\n").first { $0.contains("metrics on http://") })
+        let url = try #require(line.split(separator: " ").last.map(String.init))
+        // Every upload done: the database says so through its change notifications.
+        while try await !database.snapshot().isEmpty {
+            guard await changes.next() != nil else { break }
+        }
+        let (metrics, status) = try await Self.fetch(url)
+        #expect(status == 200)
+        #expect(metrics.contains("taskbroker_actions_handled{broker=\"uploads\"} 5"), "\(metrics)")
+        #expect(metrics.contains("taskbroker_actions_running{broker=\"uploads\"} 0"), "\(metrics)")
+        #expect(metrics.contains("taskbroker_handle_duration"), "\(metrics)")
+        worker.interrupt()
+        let run = await worker.finish()
+        #expect(run.status == 0, "\(run.stderr)")
     }
 
     /// The console's address, from the line `serve` prints once it listens.

@@ -30,10 +30,12 @@ extension BrokerEngine {
                 mailbox.post(.notStarted([task]))
                 return
             }
+            metrics.running.increment()
             // The handler's result, or the timeout's: whichever comes first is the outcome.
             let once = OnceFlag()
             let deliver: @Sendable (TaskResult, String?) -> Void = { result, reason in
                 guard once.take() else { return }
+                metrics.running.decrement()
                 metrics.handleDuration.recordNanoseconds(max(0, (time.elapsed() - now).nanoseconds))
                 let pause: TaskPause?
                 switch result {
@@ -80,9 +82,11 @@ extension BrokerEngine {
         let context = TaskContext(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.nextAttempt)
         return { deliver in
             let started = time.elapsed()
+            metrics.running.increment()
             let once = OnceFlag()
             let finish: @Sendable (TaskResult, String?) -> Void = { result, reason in
                 guard once.take() else { return }
+                metrics.running.decrement()
                 metrics.handleDuration.recordNanoseconds(max(0, (time.elapsed() - started).nanoseconds))
                 deliver(Self.parallelOutcome(claim, result: result, reason: reason, now: time.now(), maxAttempts: maxAttempts))
             }

@@ -108,7 +108,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         var logger = configuration.logger
         logger[metadataKey: "broker"] = "\(name)"
         self.logger = logger
-        self.metrics = BrokerMetrics(broker: name)
+        self.metrics = BrokerMetrics(broker: name, factory: configuration.metricsFactory)
         if let parallelStorage = storage as? any ParallelTaskStorage, let parallelScope, configuration.maxConcurrentParallelActions > 0 {
             let events = self.events
             let metrics = self.metrics
@@ -207,7 +207,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 applied.append(.unowned(queueNames))
             case .spareCapacity(let pool, let room):
                 if pool == name { applied.append(.spareCapacityElsewhere(room: room)) }
-            case .parallelReady:
+            case .parallelReady, .touched:
                 break
             }
         }

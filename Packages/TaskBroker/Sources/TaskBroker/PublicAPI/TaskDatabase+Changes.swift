@@ -6,7 +6,9 @@ extension TaskDatabase {
     ///
     /// Each element is one batch of names (a name may repeat across batches). On an SQLite file,
     /// another process's changes are learned from its change journal; when that journal was pruned
-    /// past what this process had read, the batch names every stored queue. On PostgreSQL they
+    /// past what this process had read, the batch names every stored queue. An empty batch says
+    /// that a process committed changes the journal does not name (a worker's runs completing):
+    /// read again what you show. On PostgreSQL they
     /// come from the change feed, which also names every stored queue after it listens again
     /// following a lost connection.
     ///
@@ -32,7 +34,7 @@ extension TaskDatabase {
         let (stream, continuation) = AsyncStream.makeStream(of: [String].self, bufferingPolicy: .bufferingNewest(64))
         let listener = hub.notifier.add { changes in
             let names = changes.flatMap(\.changedQueueNames)
-            if !names.isEmpty { continuation.yield(names) }
+            if !names.isEmpty || changes.contains(where: \.isTouch) { continuation.yield(names) }
         }
         continuation.onTermination = { _ in
             hub.notifier.remove(listener)
@@ -51,7 +53,12 @@ extension TaskChange {
         case .resumed(let queueNames, _), .external(let queueNames), .parallelReady(let queueNames): queueNames
         case .purged(let queueName): [queueName]
         case .externalEverywhere(let storedQueues): storedQueues
-        case .unowned, .spareCapacity: []
+        case .unowned, .spareCapacity, .touched: []
         }
+    }
+
+    /// A commit that names no queue (``touched``).
+    var isTouch: Bool {
+        if case .touched = self { true } else { false }
     }
 }

@@ -1,5 +1,6 @@
 public import Foundation
 public import Logging
+public import Metrics
 public import QueueRetry
 
 extension TaskQueueBroker {
@@ -58,6 +59,10 @@ extension TaskQueueBroker {
         /// to its free slots. 0 runs none (a broker that only serves queues); negative counts as 0.
         /// Defaults to 16.
         public var maxConcurrentParallelActions = 16
+        /// The swift-metrics backend the broker records its counters, timers and
+        /// `taskbroker_actions_running` into. Defaults to the one `MetricsSystem` was bootstrapped
+        /// with (none: nothing is recorded).
+        public var metricsFactory: any MetricsFactory = MetricsSystem.factory
 
         /// Creates a configuration.
         ///

@@ -129,7 +129,7 @@ public final class TaskTransaction {
                     && current.payload == task.payload && current.position == task.position
             case .deleted(let task):
                 return try current(task)?.revision != task.revision
-            case .completed, .resumed, .purged, .external, .externalEverywhere, .unowned, .spareCapacity, .parallelReady:
+            case .completed, .resumed, .purged, .external, .externalEverywhere, .unowned, .spareCapacity, .parallelReady, .touched:
                 return true
             }
         }

@@ -21,6 +21,9 @@ enum TaskChange: Sendable {
     case spareCapacity(pool: String, room: Int)
     /// Plain parallel actions of these queues were saved or made ready (``ParallelTaskStorage``).
     case parallelReady(queueNames: [String])
+    /// A process committed to the SQLite file changes its change journal does not name (runs
+    /// completing): nothing a broker acts on, but what a console shows changed.
+    case touched
 }
 
 extension TaskChange {

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Synchronization
 
@@ -37,6 +38,40 @@ final class DatabaseHub: Sendable {
         guard !changes.isEmpty else { return }
         locks?.signal()
         notifier.notify(changes)
+    }
+
+    /// When the last completion signal was written (`nil`: none yet), and whether one is due.
+    private let completionSignal = Mutex<(last: ContinuousClock.Instant?, scheduled: Bool)>((nil, false))
+    /// The shortest time between two completion signals of this process.
+    static let completionSignalInterval: Duration = .milliseconds(50)
+
+    /// Tells other processes' watchers that runs completed (outcomes stored: the change journal
+    /// does not name them), so that a console's counts (`TaskDatabase.queueChanges()`) follow a
+    /// worker. At most one signal per ``completionSignalInterval``: a busy worker stores thousands
+    /// of outcomes a second, and each signal wakes every watcher of the file; the last completion
+    /// of a burst is still signalled, at most that interval later.
+    func signalCompletions() {
+        guard let locks else { return }
+        let now = ContinuousClock.now
+        let wait = completionSignal.withLock { state -> Duration? in
+            if state.scheduled { return nil }
+            if let last = state.last, last.duration(to: now) < Self.completionSignalInterval {
+                state.scheduled = true
+                return Self.completionSignalInterval - last.duration(to: now)
+            }
+            state.last = now
+            return .zero
+        }
+        guard let wait else { return }
+        guard wait > .zero else { return locks.signal() }
+        let nanoseconds = UInt64(max(0, wait.components.seconds * 1_000_000_000 + wait.components.attoseconds / 1_000_000_000))
+        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(nanoseconds))) { [self] in
+            completionSignal.withLock { state in
+                state.scheduled = false
+                state.last = ContinuousClock.now
+            }
+            locks.signal()
+        }
     }
 
     /// Starts watching for other processes' changes (once for all brokers of the file): from now on

@@ -68,9 +68,9 @@ final class ExternalChangeWatcher: Sendable {
         var seen: Set<String> = []
         let names = read.entries.filter { $0.origin != ProcessIdentity.token && seen.insert($0.queueName).inserted }.map(\.queueName)
         lastSeen.withLock { $0 = read.latest }
-        if !names.isEmpty {
-            notifier.notify([.external(queueNames: names)])
-        }
+        // A commit that names nothing (a run's completion, or this process's own change) still
+        // changed what a console shows (`TaskDatabase.queueChanges()`).
+        notifier.notify(names.isEmpty ? [.touched] : [.external(queueNames: names)])
     }
 }
 

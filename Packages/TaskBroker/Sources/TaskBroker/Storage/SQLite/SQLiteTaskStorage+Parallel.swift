@@ -95,6 +95,7 @@ extension SQLiteTaskStorage: ParallelTaskStorage {
 
     func finishParallel(_ outcomes: [TaskParallelOutcome], owner: String) async throws -> [TaskParallelClaim] {
         guard !outcomes.isEmpty else { return [] }
+        defer { hub.signalCompletions() }
         return try await write("store \(outcomes.count) parallel outcome(s)", announcing: { _ in [] }) { db in
             let match = "collection = ? AND key = ? AND revision = ? AND token = ? AND owner = ?"
             let delete = try db.cachedStatement(sql: "DELETE FROM taskbroker_parallel WHERE \(match)")

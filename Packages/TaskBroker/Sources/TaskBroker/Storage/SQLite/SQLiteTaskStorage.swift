@@ -139,6 +139,7 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
         let outdated = try await Self.run("store \(outcomes.count) outcome(s)") {
             try await commit(outcomes)
         }
+        hub.signalCompletions()
         return TaskFinishReport(outdated: outdated)
     }
 
@@ -146,7 +147,9 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
     func finishBlocking(_ outcomes: [TaskOutcome]) throws -> TaskFinishReport {
         guard !outcomes.isEmpty else { return TaskFinishReport() }
         do {
-            return TaskFinishReport(outdated: try commitBlocking(outcomes))
+            let outdated = try commitBlocking(outcomes)
+            hub.signalCompletions()
+            return TaskFinishReport(outdated: outdated)
         } catch {
             throw TaskBrokerError(
                 code: .storageFailed,
