@@ -26,6 +26,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.1.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
     ],
@@ -45,6 +46,8 @@ let package = Package(
                 .product(name: "TaskBroker", package: "TaskBroker"),
                 .product(name: "TaskBrokerPostgres", package: "TaskBroker"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         .executableTarget(name: "queuekit", dependencies: ["QueuekitCLI"]),
@@ -114,6 +117,7 @@ let package = Package(
                 .product(name: "AsyncPrimitivesTesting", package: "AsyncPrimitives"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ]
         ),
         .testTarget(

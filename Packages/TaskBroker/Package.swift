@@ -21,6 +21,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+        // Spans around save, claim, handle and outcome, with the trace context stored with each action.
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.1.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
         // NIOCore (ByteBuffer binds) and NIOSSL (TLS settings): postgres-nio builds both anyway.
         .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
@@ -43,6 +45,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"),
             ]
         ),
         .target(
@@ -64,7 +68,11 @@ let package = Package(
         // SQLite's write lock.
         .executableTarget(
             name: "TaskBrokerCrashHelper",
-            dependencies: ["TaskBroker", "TaskBrokerPostgres", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: [
+                "TaskBroker", "TaskBrokerPostgres", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+            ]
         ),
         .testTarget(
             name: "TaskBrokerTests",
@@ -79,6 +87,7 @@ let package = Package(
                 .product(name: "QueueRetry", package: "QueueRetry"),
                 .product(name: "AsyncPrimitivesTesting", package: "AsyncPrimitives"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ]
         ),

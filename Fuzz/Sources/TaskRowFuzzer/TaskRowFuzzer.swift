@@ -20,12 +20,13 @@ enum Main {
 public func fuzzTaskRow(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     var input = inputBytes(start, count)[...]
     var values: [DatabaseValue] = []
-    for _ in 0..<13 {
+    // The 14 columns of `SQLiteTaskStorage.selectedColumns` (the last: the trace context).
+    for _ in 0..<14 {
         values.append(value(from: &input))
     }
     do {
         try database.read { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?", arguments: StatementArguments(values)) else {
+            guard let row = try Row.fetchOne(db, sql: "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?", arguments: StatementArguments(values)) else {
                 preconditionFailure("SELECT returned no row")
             }
             do {

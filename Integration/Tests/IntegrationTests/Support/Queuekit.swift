@@ -141,6 +141,11 @@ final class RunningTool: Sendable {
         }
     }
 
+    /// A test that ends early (a failed expectation, its time limit) leaves no process behind.
+    deinit {
+        if process.isRunning { process.terminate() }
+    }
+
     /// What the process printed on stdout so far.
     var outputSoFar: String {
         String(decoding: state.withLock { $0.stdout }, as: UTF8.self)

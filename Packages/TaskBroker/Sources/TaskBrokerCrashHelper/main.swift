@@ -45,6 +45,16 @@
 //     A TCP forwarder on 127.0.0.1 to the upstream port that freezes (see FreezingForwarder) once
 //     a client sends <pattern>. stdout: "listening <port>", then "frozen". Exits when stdin closes.
 //
+//   TaskBrokerCrashHelper trace-save <database path> <queue> <key>
+//     With an in-memory tracer (swift-distributed-tracing's InMemoryTracer), saves one action inside
+//     a span "request". stdout: "request <trace id> <span id>" and "save <trace id> <span id>
+//     <parent span id>" (the save's own span).
+//
+//   TaskBrokerCrashHelper trace-serve <database path>
+//     With an in-memory tracer, runs the broker "trace" until it has run one action, then shuts it
+//     down. stdout: "handle <trace id> <parent span id> <kind>" (the run's span) and
+//     "outcome <linked trace id>…" (the traces the span that stored its outcome links to).
+//
 //   TaskBrokerCrashHelper lock <database path>
 //     Holds SQLite's write lock (BEGIN EXCLUSIVE) until a line arrives on stdin. stdout: "locked",
 //     then "released".
@@ -55,9 +65,12 @@ import Darwin
 #endif
 import Foundation
 import GRDB
+import InMemoryTracing
+import Instrumentation
 import Synchronization
 import TaskBroker
 import TaskBrokerPostgres
+import Tracing
 
 struct CrashAction: TaskQueueAction {
     var key: String
@@ -197,6 +210,12 @@ func serveUntilStdinCloses(_ setUp: () async throws -> TaskQueueBroker) async ->
     }
 }
 
+/// An in-memory tracer whose IDs no other process repeats (the default counts from 1 in each):
+/// a span that did not get its parent from the stored context cannot match it by chance.
+func uniqueTracer() -> InMemoryTracer {
+    InMemoryTracer(idGenerator: .init(nextTraceID: { "trace-\(UUID().uuidString)" }, nextSpanID: { "span-\(UUID().uuidString)" }))
+}
+
 let arguments = CommandLine.arguments
 if arguments.count == 5 || arguments.count == 6, arguments[1] == "pg-worker" {
     await serveUntilStdinCloses {
@@ -304,6 +323,57 @@ if arguments.count == 5, arguments[1] == "pg-schedule", let seconds = Int(argume
             group.cancelAll()
         }
         say("done")
+        exit(0)
+    } catch {
+        say("error \(error)")
+        exit(1)
+    }
+}
+if arguments.count == 5, arguments[1] == "trace-save" {
+    let tracer = uniqueTracer()
+    InstrumentationSystem.bootstrap(tracer)
+    do {
+        let database = try await TaskDatabase.sqlite(path: arguments[2])
+        try await withSpan("request") { _ in
+            try await database.save(CrashAction(key: arguments[4], collection: "crash", queueName: arguments[3], index: 0))
+        }
+        for span in tracer.finishedSpans {
+            switch span.operationName {
+            case "request": say("request \(span.traceID) \(span.spanID)")
+            case "TaskBroker save": say("save \(span.traceID) \(span.spanID) \(span.parentSpanID ?? "-")")
+            default: break
+            }
+        }
+        exit(0)
+    } catch {
+        say("error \(error)")
+        exit(1)
+    }
+}
+if arguments.count == 3, arguments[1] == "trace-serve" {
+    let tracer = uniqueTracer()
+    InstrumentationSystem.bootstrap(tracer)
+    do {
+        let database = try await TaskDatabase.sqlite(path: arguments[2])
+        let broker = try await TaskQueueBroker.setup(
+            database: database, name: "trace", handler: ServeHandler(), configuration: .init(startsAutomatically: false)
+        )
+        let events = broker.events
+        broker.start()
+        for await event in events {
+            if case .succeeded = event { break }
+        }
+        // Every span has ended once the broker has stored what it ran.
+        await broker.shutdown()
+        for span in tracer.finishedSpans {
+            switch span.operationName {
+            case "TaskBroker handle": say("handle \(span.traceID) \(span.parentSpanID ?? "-") \(span.kind)")
+            case "TaskBroker store outcomes":
+                let linked = span.links.compactMap { $0.context.inMemorySpanContext?.traceID }
+                say("outcome \(linked.joined(separator: " "))")
+            default: break
+            }
+        }
         exit(0)
     } catch {
         say("error \(error)")

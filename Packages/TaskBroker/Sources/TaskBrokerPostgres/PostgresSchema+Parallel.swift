@@ -134,13 +134,13 @@ extension PostgresSchema {
     /// The columns ``task(_:)`` reads, from the parallel table (no pause of its own).
     static let parallelColumns = """
         collection, key, queue_name, payload, position, revision, attempts, NULL::int2, NULL::float8, \
-        not_before, priority, last_failure, failed_at
+        not_before, priority, last_failure, failed_at, trace_context
         """
 
     /// The same columns, of the row `a`.
     static let parallelColumnsOfA = """
         a.collection, a.key, a.queue_name, a.payload, a.position, a.revision, a.attempts, NULL::int2, NULL::float8, \
-        a.not_before, a.priority, a.last_failure, a.failed_at
+        a.not_before, a.priority, a.last_failure, a.failed_at, a.trace_context
         """
 
     /// A scope as two parameters: the prefix (when `byPrefix`) or the names.
@@ -158,21 +158,22 @@ extension PostgresSchema {
     }
 
     func saveParallelQuery(
-        collections: [String], keys: [String], queueNames: [String], payloads: [ByteBuffer], notBefores: [Double], priorities: [Int64]
+        collections: [String], keys: [String], queueNames: [String], payloads: [ByteBuffer], notBefores: [Double], priorities: [Int64],
+        traceContexts: [String]
     ) -> PostgresQuery {
         """
         WITH input AS (
-            SELECT c, k, q, p, NULLIF(nb, 'NaN'::float8) AS nb, pr, nextval('\(unescaped: sequence)') AS n
+            SELECT c, k, q, p, NULLIF(nb, 'NaN'::float8) AS nb, pr, NULLIF(tc, '') AS tc, nextval('\(unescaped: sequence)') AS n
             FROM unnest(\(collections)::text[], \(keys)::text[], \(queueNames)::text[], \(payloads)::bytea[],
-                        \(PostgresArray(notBefores))::float8[], \(PostgresArray(priorities))::int8[])
-                WITH ORDINALITY AS u(c, k, q, p, nb, pr, i)
+                        \(PostgresArray(notBefores))::float8[], \(PostgresArray(priorities))::int8[], \(traceContexts)::text[])
+                WITH ORDINALITY AS u(c, k, q, p, nb, pr, tc, i)
             ORDER BY i
         )
-        INSERT INTO \(unescaped: parallel) AS a (collection, key, queue_name, payload, position, revision, not_before, priority)
-        SELECT c, k, q, p, n, n, nb, pr FROM input
+        INSERT INTO \(unescaped: parallel) AS a (collection, key, queue_name, payload, position, revision, not_before, priority, trace_context)
+        SELECT c, k, q, p, n, n, nb, pr, tc FROM input
         ON CONFLICT (collection, key) DO UPDATE SET
             queue_name = excluded.queue_name, payload = excluded.payload, revision = excluded.revision,
-            not_before = excluded.not_before, priority = excluded.priority, state = 0, attempts = 0,
+            not_before = excluded.not_before, priority = excluded.priority, trace_context = excluded.trace_context, state = 0, attempts = 0,
             last_failure = NULL, failed_at = NULL, owner = NULL, expires_at = '-infinity'
         RETURNING a.collection, a.key, a.position, a.revision
         """

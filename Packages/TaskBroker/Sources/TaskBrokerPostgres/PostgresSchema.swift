@@ -33,7 +33,7 @@ import TaskBroker
 /// - `meta`: the schema version.
 struct PostgresSchema: Sendable {
     /// The schema version this code writes; a database with a newer one is refused.
-    static let version: Int64 = 10
+    static let version: Int64 = 11
 
     let schema: String
     let action: String
@@ -151,6 +151,12 @@ struct PostgresSchema: Sendable {
             ],
             // Version 10: plain parallel actions (see `PostgresSchema+Parallel.swift`).
             10: parallelTableDefinition,
+            // Version 11: the trace context of each action's save (JSON of the instrument's
+            // propagation headers; NULL without one), so that its runs join the save's trace.
+            11: [
+                "ALTER TABLE \(action) ADD COLUMN IF NOT EXISTS trace_context text",
+                "ALTER TABLE \(parallel) ADD COLUMN IF NOT EXISTS trace_context text",
+            ],
             // Version 7: rate limits (see `rate_start` above).
             7: [
                 "CREATE TABLE IF NOT EXISTS \(rateStart) (bucket text NOT NULL, at double precision NOT NULL)",
@@ -259,7 +265,7 @@ struct PostgresSchema: Sendable {
 
     static let taskColumns = """
         collection, key, queue_name, payload, position, revision, attempts, pause_kind, pause_until, \
-        not_before, priority, last_failure, failed_at
+        not_before, priority, last_failure, failed_at, trace_context
         """
 
     /// A stored action from a row of ``taskColumns``.
@@ -273,7 +279,8 @@ struct PostgresSchema: Sendable {
             pause: pause(kind: try cells.next(), until: try cells.next()),
             notBefore: (try cells.next(Double?.self)).map(Date.init(timeIntervalSince1970:)),
             priority: Int(try cells.next(Int64.self)),
-            lastFailure: failure(reason: try cells.next(), at: try cells.next())
+            lastFailure: failure(reason: try cells.next(), at: try cells.next()),
+            traceContext: TaskTraceHeaders.decoded(try cells.next(String?.self))
         )
     }
 
@@ -294,15 +301,17 @@ struct PostgresSchema: Sendable {
     /// Upserts actions (distinct keys), creates their queues' rows, and returns each action's
     /// position, new revision and the queue it was in before (if it moved).
     /// A `notBefore` of NaN stands for none (the arrays carry no `NULL`s).
+    /// A trace context of `''` stands for none.
     func saveQuery(
-        collections: [String], keys: [String], queueNames: [String], payloads: [ByteBuffer], notBefores: [Double], priorities: [Int64]
+        collections: [String], keys: [String], queueNames: [String], payloads: [ByteBuffer], notBefores: [Double], priorities: [Int64],
+        traceContexts: [String]
     ) -> PostgresQuery {
         """
         WITH input AS (
-            SELECT c, k, q, p, NULLIF(nb, 'NaN'::float8) AS nb, pr, nextval('\(unescaped: sequence)') AS n
+            SELECT c, k, q, p, NULLIF(nb, 'NaN'::float8) AS nb, pr, NULLIF(tc, '') AS tc, nextval('\(unescaped: sequence)') AS n
             FROM unnest(\(collections)::text[], \(keys)::text[], \(queueNames)::text[], \(payloads)::bytea[],
-                        \(PostgresArray(notBefores))::float8[], \(PostgresArray(priorities))::int8[])
-                WITH ORDINALITY AS u(c, k, q, p, nb, pr, i)
+                        \(PostgresArray(notBefores))::float8[], \(PostgresArray(priorities))::int8[], \(traceContexts)::text[])
+                WITH ORDINALITY AS u(c, k, q, p, nb, pr, tc, i)
             ORDER BY i
         ),
         queues AS (
@@ -312,11 +321,11 @@ struct PostgresSchema: Sendable {
             SELECT a.collection, a.key, a.queue_name FROM \(unescaped: action) a JOIN input ON a.collection = input.c AND a.key = input.k
         ),
         saved AS (
-            INSERT INTO \(unescaped: action) AS a (collection, key, queue_name, payload, position, revision, not_before, priority)
-            SELECT c, k, q, p, n, n, nb, pr FROM input
+            INSERT INTO \(unescaped: action) AS a (collection, key, queue_name, payload, position, revision, not_before, priority, trace_context)
+            SELECT c, k, q, p, n, n, nb, pr, tc FROM input
             ON CONFLICT (collection, key) DO UPDATE SET
                 queue_name = excluded.queue_name, payload = excluded.payload, revision = excluded.revision,
-                not_before = excluded.not_before, priority = excluded.priority, state = 0,
+                not_before = excluded.not_before, priority = excluded.priority, trace_context = excluded.trace_context, state = 0,
                 attempts = 0, pause_kind = NULL, pause_until = NULL, last_failure = NULL, failed_at = NULL
             RETURNING a.collection, a.key, a.position, a.revision, a.queue_name
         )
@@ -355,9 +364,9 @@ struct PostgresSchema: Sendable {
             INSERT INTO \(unescaped: queue) (name) VALUES (\(task.queueName)) ON CONFLICT (name) DO NOTHING
         ),
         numbered AS (SELECT nextval('\(unescaped: sequence)') AS n)
-        INSERT INTO \(unescaped: action) (collection, key, queue_name, payload, position, revision, not_before, priority)
+        INSERT INTO \(unescaped: action) (collection, key, queue_name, payload, position, revision, not_before, priority, trace_context)
         SELECT \(task.collection), \(task.key), \(task.queueName), \(ByteBuffer(bytes: task.payload)), n, n,
-               \(task.notBefore?.timeIntervalSince1970)::float8, \(Int64(task.priority))
+               \(task.notBefore?.timeIntervalSince1970)::float8, \(Int64(task.priority)), \(TaskTraceHeaders.encoded(task.traceContext))::text
         FROM numbered
         ON CONFLICT (collection, key) DO NOTHING
         RETURNING position, revision

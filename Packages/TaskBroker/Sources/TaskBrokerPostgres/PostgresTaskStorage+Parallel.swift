@@ -40,7 +40,8 @@ extension PostgresTaskStorage: ParallelTaskStorage {
             sql.saveParallelQuery(
                 collections: tasks.map(\.collection), keys: tasks.map(\.key), queueNames: tasks.map(\.queueName),
                 payloads: tasks.map { ByteBuffer(bytes: $0.payload) },
-                notBefores: tasks.map { $0.notBefore?.timeIntervalSince1970 ?? .nan }, priorities: tasks.map { Int64($0.priority) }
+                notBefores: tasks.map { $0.notBefore?.timeIntervalSince1970 ?? .nan }, priorities: tasks.map { Int64($0.priority) },
+                traceContexts: tasks.map { TaskTraceHeaders.encoded($0.traceContext) ?? "" }
             ),
             logger: logger
         )
@@ -54,7 +55,8 @@ extension PostgresTaskStorage: ParallelTaskStorage {
             }
             return StoredTask(
                 key: task.key, collection: task.collection, queueName: task.queueName, payload: task.payload,
-                position: row.position, revision: row.revision, notBefore: task.notBefore, priority: task.priority
+                position: row.position, revision: row.revision, notBefore: task.notBefore, priority: task.priority,
+                traceContext: task.traceContext
             )
         }
     }
@@ -72,7 +74,7 @@ extension PostgresTaskStorage: ParallelTaskStorage {
                 )
                 for try await row in try await connection.query(query, logger: logger) {
                     let task = try PostgresSchema.task(row)
-                    claims.append(TaskParallelClaim(task: task, token: try row.makeRandomAccess()[13].decode(Int64.self)))
+                    claims.append(TaskParallelClaim(task: task, token: try row.makeRandomAccess()[14].decode(Int64.self)))
                 }
                 return claims.sorted { ($0.task.priority, -$0.task.position) > ($1.task.priority, -$1.task.position) }
             }
@@ -206,7 +208,7 @@ extension PostgresTaskStorage: ParallelTaskStorage {
             try await withConnection { [self] connection in
                 for try await row in try await connection.query(sql.lookupParallelQuery(collection: collection, key: key), logger: logger) {
                     let task = try PostgresSchema.task(row)
-                    let state = try row.makeRandomAccess()[13].decode(Int16.self)
+                    let state = try row.makeRandomAccess()[14].decode(Int16.self)
                     return state == 1 ? TaskLookup.deadLetter(task) : .live(task)
                 }
                 return nil

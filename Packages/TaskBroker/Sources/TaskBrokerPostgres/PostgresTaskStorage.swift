@@ -168,7 +168,8 @@ public final class PostgresTaskStorage: TaskStorage {
             sql.saveQuery(
                 collections: tasks.map(\.collection), keys: tasks.map(\.key), queueNames: tasks.map(\.queueName),
                 payloads: tasks.map { ByteBuffer(bytes: $0.payload) },
-                notBefores: tasks.map { $0.notBefore?.timeIntervalSince1970 ?? .nan }, priorities: tasks.map { Int64($0.priority) }
+                notBefores: tasks.map { $0.notBefore?.timeIntervalSince1970 ?? .nan }, priorities: tasks.map { Int64($0.priority) },
+                traceContexts: tasks.map { TaskTraceHeaders.encoded($0.traceContext) ?? "" }
             ),
             logger: logger
         )
@@ -185,7 +186,8 @@ public final class PostgresTaskStorage: TaskStorage {
             if let previous = row.previousQueue { changed.insert(previous) }
             return StoredTask(
                 key: task.key, collection: task.collection, queueName: task.queueName, payload: task.payload,
-                position: row.position, revision: row.revision, notBefore: task.notBefore, priority: task.priority
+                position: row.position, revision: row.revision, notBefore: task.notBefore, priority: task.priority,
+                traceContext: task.traceContext
             )
         }
         try await notify(ChangeMessage.chunks(queues: changed.sorted()), on: connection)
@@ -205,7 +207,8 @@ public final class PostgresTaskStorage: TaskStorage {
         for try await (position, revision) in try await connection.query(sql.saveIfAbsentQuery(task), logger: logger).decode((Int64, Int64).self) {
             stored = StoredTask(
                 key: task.key, collection: task.collection, queueName: task.queueName, payload: task.payload,
-                position: position, revision: revision, notBefore: task.notBefore, priority: task.priority
+                position: position, revision: revision, notBefore: task.notBefore, priority: task.priority,
+                traceContext: task.traceContext
             )
         }
         if stored != nil {

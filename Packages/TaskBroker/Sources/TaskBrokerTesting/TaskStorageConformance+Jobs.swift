@@ -5,6 +5,21 @@ extension TaskStorageConformance {
     /// The checks of what a job system keeps with each action: its earliest start, its priority
     /// and its last failure.
     static let jobChecks: [Check] = [
+        Check("an action's trace context is stored with it, every read returns it, and a re-save replaces it") { storage in
+            let headers = ["traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "tracestate": "k=v"]
+            let saved = try await storage.save([
+                NewTask(key: "a", collection: "c", queueName: "q", payload: Data("a".utf8), traceContext: headers),
+                task("b", "q"),
+            ])
+            try expect(saved.map(\.traceContext) == [headers, [:]], "the save returns them: \(saved.map(\.traceContext))")
+            let read = try await storage.tasks(inQueue: "q")
+            try expect(read.map(\.traceContext) == [headers, [:]], "a read returns them: \(read.map(\.traceContext))")
+            let ahead = try await storage.tasks(inQueues: ["q"], after: [:], limit: 1)
+            try expect(ahead["q"]?.first?.traceContext == headers, "a read-ahead returns it")
+            try expect(try await storage.lookup(key: "a", collection: "c")?.task.traceContext == headers, "a lookup returns it")
+            _ = try await storage.save([NewTask(key: "a", collection: "c", queueName: "q", payload: Data("a2".utf8))])
+            try expect(try await storage.tasks(inQueue: "q").first?.traceContext == [:], "a re-save without one clears it")
+        },
         Check("a save stores its not-before time and priority, and every read returns them") { storage in
             let later = Date(timeIntervalSince1970: 2_000_000_000.5)
             let saved = try await storage.save([

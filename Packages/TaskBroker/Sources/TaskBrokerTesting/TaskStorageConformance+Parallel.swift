@@ -6,6 +6,14 @@ extension TaskStorageConformance {
     /// each against a fresh, empty backend, as ``checks``. A claim's lease is the one the backend
     /// grants (a shared backend's own, else the one asked for); the check of expiry waits for it.
     public static let parallelChecks: [Check] = [
+        Check("a plain parallel action's trace context is stored with it and its claim returns it") { storage in
+            let parallel = try parallelStorage(storage)
+            let headers = ["traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"]
+            _ = try await parallel.saveParallel([NewTask(key: "t", collection: "c", queueName: "p", payload: Data(), traceContext: headers)])
+            let claims = try await parallel.claimParallel(.prefix("p"), limit: 1, owner: "w", leaseDuration: .seconds(30), now: Date())
+            try expect(claims.map(\.task.traceContext) == [headers], "the claim returns it: \(claims.map(\.task.traceContext))")
+            try expect(try await parallel.lookupParallel(key: "t", collection: "c")?.task.traceContext == headers, "a lookup returns it")
+        },
         Check("plain parallel actions are kept apart from the queues and claimed by priority, then position") { storage in
             let parallel = try parallelStorage(storage)
             let saved = try await parallel.saveParallel([
@@ -129,7 +137,9 @@ extension TaskStorageConformance {
         Check("a claim lasts its lease: renewed it holds, expired another owner takes the action and the first is fenced; a release frees it at once") { storage in
             let parallel = try parallelStorage(storage)
             _ = try await parallel.saveParallel([task("a", "p"), task("b", "p")])
-            let lease = Duration.milliseconds(400)
+            // Long enough that a loaded machine does not see it end before the first checks (400 ms
+            // did, once in CI beside other builds: the owner's expiry was past when read back).
+            let lease = Duration.seconds(2)
             let claims = try await parallel.claimParallel(.prefix("p"), limit: 2, owner: "w1", leaseDuration: lease, now: Date())
             let expiry = try await parallel.nextParallelTime(.prefix("p"), owner: "w2", now: Date())
             try expect(expiry.map { $0 > Date().addingTimeInterval(-1) } == true, "another owner learns when w1's claims expire: \(String(describing: expiry))")

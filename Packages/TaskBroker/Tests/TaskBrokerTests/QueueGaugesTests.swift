@@ -13,21 +13,22 @@ struct QueueGaugesTests {
         let database = try await store.open()
         let metrics = TestMetrics()
         let gauges = TaskQueueGauges(database: database, factory: metrics)
-        let saved = Date()
         try await database.save([
             TestAction(key: "a1", queueName: "mail-alice"), TestAction(key: "a2", queueName: "mail-alice"),
             TestAction(key: "b1", queueName: "mail-bob"), TestAction(key: "r1", queueName: "reports"),
         ])
         try await database.saveParallel(TestAction(key: "p1", queueName: "mail-bulk"))
         try await database.pauseQueues(["mail-bob"])
-        let readings = try await gauges.update(now: saved.addingTimeInterval(90))
+        // Ninety seconds after the oldest save, on the clock that stamped it (the server's, on PostgreSQL).
+        let oldest = try #require(try await database.snapshot().compactMap(\.oldestSavedAt).min())
+        let readings = try await gauges.update(now: oldest.addingTimeInterval(90))
         #expect(readings["mail"]?.depth == 3)
         #expect(readings["mail"]?.parallelDepth == 1)
         #expect(readings["mail"]?.queues == 3)
         #expect(readings["mail"]?.paused == 1)
         #expect(readings["reports"]?.depth == 1)
         let age = try #require(readings["mail"]?.oldestAgeSeconds)
-        #expect(age >= 89 && age <= 91, "saved about 90 s before the reading: \(age)")
+        #expect(abs(age - 90) < 0.001, "the oldest was saved 90 s before the reading: \(age)")
         #expect(try metrics.expectGauge("taskbroker_queue_depth", [("prefix", "mail")]).lastValue == 3)
         #expect(try metrics.expectGauge("taskbroker_queue_parallel_depth", [("prefix", "mail")]).lastValue == 1)
         #expect(try metrics.expectGauge("taskbroker_queues_paused", [("prefix", "mail")]).lastValue == 1)

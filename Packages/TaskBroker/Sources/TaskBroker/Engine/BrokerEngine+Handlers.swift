@@ -1,6 +1,7 @@
 import Foundation
 import Metrics
 import QueueRetry
+import Tracing
 
 // Running handlers: each run's outcome (or its time limit's) goes straight to the committer.
 extension BrokerEngine {
@@ -54,14 +55,23 @@ extension BrokerEngine {
                     committer.submit([outcome])
                 }
             }
-            guard let timeout else {
-                deliver(await handle(action, context), nil)
-                return
-            }
-            await Self.run(handle, action, context, timeout: timeout, time: time) {
-                deliver(.retry(after: retryBackoff.delay(afterFailures: context.attempt)), "timed out after \(timeout)")
-            } finished: { result in
-                deliver(result, nil)
+            // The run is a span of the trace its save stored (a consumer span: across processes).
+            await withSpan("TaskBroker handle", context: TraceCarrier.context(from: task.traceContext), ofKind: .consumer) { span in
+                TraceCarrier.attributes(of: task, into: &span.attributes)
+                guard let timeout else {
+                    let result = await handle(action, context)
+                    TraceCarrier.record(result, reason: nil, in: span)
+                    deliver(result, nil)
+                    return
+                }
+                await Self.run(handle, action, context, timeout: timeout, time: time) {
+                    let reason = "timed out after \(timeout)"
+                    TraceCarrier.record(.retry(after: .zero), reason: reason, in: span)
+                    deliver(.retry(after: retryBackoff.delay(afterFailures: context.attempt)), reason)
+                } finished: { result in
+                    TraceCarrier.record(result, reason: nil, in: span)
+                    deliver(result, nil)
+                }
             }
         }
     }
@@ -90,14 +100,23 @@ extension BrokerEngine {
                 metrics.handleDuration.recordNanoseconds(max(0, (time.elapsed() - started).nanoseconds))
                 deliver(Self.parallelOutcome(claim, result: result, reason: reason, now: time.now(), maxAttempts: maxAttempts))
             }
-            guard let timeout else {
-                finish(await handle(action, context), nil)
-                return
-            }
-            await Self.run(handle, action, context, timeout: timeout, time: time) {
-                finish(.retry(after: retryBackoff.delay(afterFailures: context.attempt)), "timed out after \(timeout)")
-            } finished: { result in
-                finish(result, nil)
+            await withSpan("TaskBroker handle", context: TraceCarrier.context(from: task.traceContext), ofKind: .consumer) { span in
+                TraceCarrier.attributes(of: task, into: &span.attributes)
+                span.attributes["taskbroker.parallel"] = true
+                guard let timeout else {
+                    let result = await handle(action, context)
+                    TraceCarrier.record(result, reason: nil, in: span)
+                    finish(result, nil)
+                    return
+                }
+                await Self.run(handle, action, context, timeout: timeout, time: time) {
+                    let reason = "timed out after \(timeout)"
+                    TraceCarrier.record(.retry(after: .zero), reason: reason, in: span)
+                    finish(.retry(after: retryBackoff.delay(afterFailures: context.attempt)), reason)
+                } finished: { result in
+                    TraceCarrier.record(result, reason: nil, in: span)
+                    finish(result, nil)
+                }
             }
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Tracing
 import Logging
 import Synchronization
 
@@ -189,12 +190,17 @@ extension BrokerEngine {
     }
 
     func claim(_ heads: [StoredTask]) async {
-        do {
-            let sentAt = time.elapsed()
-            let results = try await storage.claim(heads, owner: owner, leaseDuration: leaseDuration)
-            mailbox.post(.claimed(heads, results: results, sentAt: sentAt))
-        } catch {
-            mailbox.post(.claimFailed(heads, message: "\(error)"))
+        await withSpan("TaskBroker claim") { span in
+            span.attributes["taskbroker.count"] = heads.count
+            TraceCarrier.link(span, to: heads)
+            do {
+                let sentAt = time.elapsed()
+                let results = try await storage.claim(heads, owner: owner, leaseDuration: leaseDuration)
+                mailbox.post(.claimed(heads, results: results, sentAt: sentAt))
+            } catch {
+                span.recordError(error)
+                mailbox.post(.claimFailed(heads, message: "\(error)"))
+            }
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Tracing
 import Synchronization
 
 /// Stores the outcomes of finished actions: everything handed over while a commit runs goes into
@@ -54,13 +55,18 @@ final class ThreadOutcomeCommitter: OutcomeCommitter {
         // The thread ends once `drain()` is called and what was queued is stored; `ended` joins it.
         Thread.detachNewThread {
             while let batch = queue.popAll() {
-                do {
-                    let report = try storage.finishBlocking(batch.map(\.stored))
-                    // Deleted or replaced (by another process) while it ran: nothing was stored.
-                    if !report.outdated.isEmpty { mailbox.post(.outdated(report.outdated.sorted())) }
-                    mailbox.post(.stored(batch))
-                } catch {
-                    mailbox.post(.storeFailed(batch, message: "\(error)"))
+                withSpan("TaskBroker store outcomes") { span in
+                    span.attributes["taskbroker.count"] = batch.count
+                    TraceCarrier.link(span, to: batch.map(\.task))
+                    do {
+                        let report = try storage.finishBlocking(batch.map(\.stored))
+                        // Deleted or replaced (by another process) while it ran: nothing was stored.
+                        if !report.outdated.isEmpty { mailbox.post(.outdated(report.outdated.sorted())) }
+                        mailbox.post(.stored(batch))
+                    } catch {
+                        span.recordError(error)
+                        mailbox.post(.storeFailed(batch, message: "\(error)"))
+                    }
                 }
             }
             mailbox.post(.committerDrained)
@@ -101,6 +107,14 @@ final class AsyncOutcomeCommitter: OutcomeCommitter {
 
     /// Stores one batch and reports what became of it.
     private func store(_ batch: [BrokerOutcome]) async {
+        await withSpan("TaskBroker store outcomes") { span in
+            span.attributes["taskbroker.count"] = batch.count
+            TraceCarrier.link(span, to: batch.map(\.task))
+            await store(batch, in: span)
+        }
+    }
+
+    private func store(_ batch: [BrokerOutcome], in span: any Span) async {
         do {
             // Each success also claims its queue's next head: one commit per action, not two.
             var nextHeads: [String: StoredTask] = [:]
@@ -120,6 +134,7 @@ final class AsyncOutcomeCommitter: OutcomeCommitter {
             inputs.append(.stored(batch))
             mailbox.post(contentsOf: inputs)
         } catch {
+            span.recordError(error)
             mailbox.post(.storeFailed(batch, message: "\(error)"))
         }
     }

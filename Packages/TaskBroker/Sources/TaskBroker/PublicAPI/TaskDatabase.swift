@@ -2,6 +2,7 @@ public import Foundation
 import GRDB
 import QueuePersistence
 import Synchronization
+import Tracing
 
 /// Where a broker's actions live: saving an action enqueues it, deleting it cancels it.
 ///
@@ -242,10 +243,14 @@ public final class TaskDatabase: Sendable {
     /// - Throws: ``TaskBrokerError`` with code `.encodingFailed`, `.invalidArgument` or
     ///   `.storageFailed`; nothing is saved then.
     public func save<Action: TaskQueueAction>(_ actions: [Action], notBefore date: Date? = nil, priority: Int) async throws {
-        let encoder = JSONEncoder()
-        let tasks = try actions.map { try NewTask(encoding: $0, with: encoder, notBefore: date, priority: priority) }
-        let stored = try await storage.save(tasks)
-        publish(stored.map { .saved($0) })
+        try await withSpan("TaskBroker save", ofKind: .producer) { span in
+            span.attributes["taskbroker.count"] = actions.count
+            if let first = actions.first { span.attributes["taskbroker.queue"] = first.queueName }
+            let encoder = JSONEncoder()
+            let tasks = try actions.map { try NewTask(encoding: $0, with: encoder, notBefore: date, priority: priority) }
+            let stored = try await storage.save(tasks)
+            publish(stored.map { .saved($0) })
+        }
     }
 
     /// Saves plain parallel actions: actions that need no order among themselves. They run side by
@@ -276,10 +281,14 @@ public final class TaskDatabase: Sendable {
         guard let storage = storage as? any ParallelTaskStorage else {
             throw TaskBrokerError(code: .unsupported, message: "This storage backend does not store plain parallel actions; nothing was saved.")
         }
-        let encoder = JSONEncoder()
-        let tasks = try actions.map { try NewTask(encoding: $0, with: encoder, notBefore: date, priority: priority) }
-        let stored = try await storage.saveParallel(tasks)
-        if !stored.isEmpty { publish([.parallelReady(queueNames: Array(Set(stored.map(\.queueName))).sorted())]) }
+        try await withSpan("TaskBroker save", ofKind: .producer) { span in
+            span.attributes["taskbroker.count"] = actions.count
+            if let first = actions.first { span.attributes["taskbroker.queue"] = first.queueName }
+            let encoder = JSONEncoder()
+            let tasks = try actions.map { try NewTask(encoding: $0, with: encoder, notBefore: date, priority: priority) }
+            let stored = try await storage.saveParallel(tasks)
+            if !stored.isEmpty { publish([.parallelReady(queueNames: Array(Set(stored.map(\.queueName))).sorted())]) }
+        }
     }
 
     /// Saves one plain parallel action (see `saveParallel(_:notBefore:priority:)` for many).
@@ -319,10 +328,14 @@ public final class TaskDatabase: Sendable {
     ///   `.storageFailed`, or `.unsupported` for a backend without unique saves.
     @discardableResult
     public func saveIfAbsent<Action: TaskQueueAction>(_ action: Action, notBefore date: Date?, priority: Int = 0) async throws -> Bool {
-        let task = try NewTask(encoding: action, with: JSONEncoder(), notBefore: date, priority: priority)
-        guard let stored = try await storage.saveIfAbsent(task) else { return false }
-        publish([.saved(stored)])
-        return true
+        try await withSpan("TaskBroker save", ofKind: .producer) { span in
+            span.attributes["taskbroker.count"] = 1
+            span.attributes["taskbroker.queue"] = action.queueName
+            let task = try NewTask(encoding: action, with: JSONEncoder(), notBefore: date, priority: priority)
+            guard let stored = try await storage.saveIfAbsent(task) else { return false }
+            publish([.saved(stored)])
+            return true
+        }
     }
 
     /// Deletes an action: it is cancelled. If a broker is running it, it is not run again and its

@@ -3,7 +3,7 @@ public import Metrics
 import Synchronization
 
 /// Gauges of a database's queues, grouped by name prefix, for a swift-metrics backend
-/// (Prometheus, StatsD…): what operators page on. Each ``update()`` reads
+/// (Prometheus, StatsD…): what operators page on. Each ``update(now:)`` reads
 /// ``TaskDatabase/snapshot()`` and records, per prefix (`uploads` for `uploads-alice`):
 ///
 /// | gauge | value |
@@ -15,7 +15,7 @@ import Synchronization
 /// | `taskbroker_queues` | queues with stored actions |
 /// | `taskbroker_queues_paused` | queues paused by an operator or by a failure |
 ///
-/// A prefix whose queues are all gone reads 0. Call ``update()`` when the metrics are scraped
+/// A prefix whose queues are all gone reads 0. Call ``update(now:)`` when the metrics are scraped
 /// (`queuekit serve` and `queuekit work --metrics` do, for `GET /metrics`), or on a timer. The
 /// brokers' own counters, timers and `taskbroker_actions_running` are recorded as they work.
 public final class TaskQueueGauges: Sendable {

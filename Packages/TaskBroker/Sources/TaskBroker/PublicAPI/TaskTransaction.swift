@@ -141,7 +141,7 @@ extension TaskTransaction: Sendable {}
 
 extension NewTask {
     /// Encodes an action for storage, as `TaskDatabase.save(_:)` does (for backends'
-    /// own transaction types).
+    /// own transaction types), with the current trace context.
     ///
     /// - Parameters:
     ///   - action: The action.
@@ -170,9 +170,10 @@ extension NewTask {
                 underlying: error
             )
         }
+        // The current trace context (the save's span, or the caller's) travels with the action.
         self.init(
             key: action.key, collection: action.collection, queueName: action.queueName, payload: payload,
-            notBefore: notBefore, priority: priority
+            notBefore: notBefore, priority: priority, traceContext: TraceCarrier.current()
         )
     }
 }

@@ -53,6 +53,9 @@ public struct StoredTask: Sendable, Hashable {
     public var priority: Int
     /// The last failed run, if the action has failed since it was saved.
     public var lastFailure: TaskFailure?
+    /// The trace context of its save: the propagation headers of the application's instrument
+    /// (empty without one). Its runs are spans of that trace.
+    public var traceContext: [String: String]
 
     /// Creates a stored action.
     ///
@@ -68,10 +71,11 @@ public struct StoredTask: Sendable, Hashable {
     ///   - notBefore: The earliest time the action may start.
     ///   - priority: The priority it was saved with.
     ///   - lastFailure: Its last failed run.
+    ///   - traceContext: The trace context of its save.
     public init(
         key: String, collection: String, queueName: String, payload: Data,
         position: Int64, revision: Int64, attempts: Int = 0, pause: TaskPause? = nil,
-        notBefore: Date? = nil, priority: Int = 0, lastFailure: TaskFailure? = nil
+        notBefore: Date? = nil, priority: Int = 0, lastFailure: TaskFailure? = nil, traceContext: [String: String] = [:]
     ) {
         self.key = key
         self.collection = collection
@@ -84,6 +88,7 @@ public struct StoredTask: Sendable, Hashable {
         self.notBefore = notBefore
         self.priority = priority
         self.lastFailure = lastFailure
+        self.traceContext = traceContext
     }
 }
 
@@ -129,6 +134,9 @@ public struct NewTask: Sendable, Hashable {
     public var notBefore: Date?
     /// The action's priority (larger runs first; 0 by default).
     public var priority: Int
+    /// The trace context to store with it (the propagation headers of the application's
+    /// instrument; empty without one).
+    public var traceContext: [String: String]
 
     /// Creates an action to enqueue. The key, the collection and the queue name are stored in
     /// Unicode Normalization Form C (Swift's `==` holds for their other spellings too).
@@ -140,13 +148,18 @@ public struct NewTask: Sendable, Hashable {
     ///   - payload: The encoded action.
     ///   - notBefore: The earliest time the action may start.
     ///   - priority: The action's priority.
-    public init(key: String, collection: String, queueName: String, payload: Data, notBefore: Date? = nil, priority: Int = 0) {
+    ///   - traceContext: The trace context to store with it.
+    public init(
+        key: String, collection: String, queueName: String, payload: Data, notBefore: Date? = nil, priority: Int = 0,
+        traceContext: [String: String] = [:]
+    ) {
         self.key = key.normalizedName
         self.collection = collection.normalizedName
         self.queueName = queueName.normalizedName
         self.payload = payload
         self.notBefore = notBefore
         self.priority = priority
+        self.traceContext = traceContext
     }
 }
 

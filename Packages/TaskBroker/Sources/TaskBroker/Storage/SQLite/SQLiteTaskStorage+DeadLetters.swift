@@ -58,7 +58,7 @@ extension SQLiteTaskStorage {
                     arguments: [collection, key]
                 ) else { return nil }
                 let task = try Self.task(from: row)
-                return try row.decode(Int.self, atIndex: 13) == 1 ? .deadLetter(task) : .live(task)
+                return try row.decode(Int.self, atIndex: 14) == 1 ? .deadLetter(task) : .live(task)
             }
         }
     }

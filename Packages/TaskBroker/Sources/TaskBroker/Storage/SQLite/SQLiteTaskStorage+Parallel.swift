@@ -7,7 +7,7 @@ extension SQLiteTaskStorage: ParallelTaskStorage {
     /// The columns `task(from:)` reads, from `taskbroker_parallel` (which has no pause columns).
     static let parallelColumns = """
         key, collection, queue_name, payload, position, revision, attempts, 0, NULL, \
-        not_before, priority, last_failure, failed_at
+        not_before, priority, last_failure, failed_at, trace_context
         """
 
     func saveParallel(_ tasks: [NewTask]) async throws -> [StoredTask] {
@@ -25,11 +25,11 @@ extension SQLiteTaskStorage: ParallelTaskStorage {
     static func saveParallel(_ tasks: [NewTask], in db: Database) throws -> [StoredTask] {
         let now = Date().timeIntervalSince1970
         let upsert = try db.cachedStatement(sql: """
-            INSERT INTO taskbroker_parallel (collection, key, queue_name, position, revision, payload, not_before, priority, saved_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO taskbroker_parallel (collection, key, queue_name, position, revision, payload, not_before, priority, saved_at, trace_context)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (collection, key) DO UPDATE SET
                 queue_name = excluded.queue_name, revision = excluded.revision, payload = excluded.payload,
-                not_before = excluded.not_before, priority = excluded.priority, state = 0, attempts = 0,
+                not_before = excluded.not_before, priority = excluded.priority, trace_context = excluded.trace_context, state = 0, attempts = 0,
                 last_failure = NULL, failed_at = NULL, owner = NULL, expires_at = 0
             RETURNING position
             """)
@@ -39,11 +39,12 @@ extension SQLiteTaskStorage: ParallelTaskStorage {
             let revision = try nextRevision(in: db)
             let position = try Int64.fetchOne(upsert, arguments: [
                 task.collection, task.key, task.queueName, revision, revision, task.payload,
-                task.notBefore?.timeIntervalSince1970, task.priority, now,
+                task.notBefore?.timeIntervalSince1970, task.priority, now, TaskTraceHeaders.encoded(task.traceContext),
             ]) ?? revision
             stored.append(StoredTask(
                 key: task.key, collection: task.collection, queueName: task.queueName, payload: task.payload,
-                position: position, revision: revision, notBefore: task.notBefore, priority: task.priority
+                position: position, revision: revision, notBefore: task.notBefore, priority: task.priority,
+                traceContext: task.traceContext
             ))
         }
         try journal(Set(tasks.map(\.queueName)).sorted(), in: db)
@@ -87,7 +88,7 @@ extension SQLiteTaskStorage: ParallelTaskStorage {
             )
             if !rows.isEmpty { try Self.raiseOwnerExpiry(owner, to: seconds + leaseDuration.timeInterval, in: db) }
             return try rows.map { row in
-                TaskParallelClaim(task: try Self.task(from: row), token: try row.decode(atIndex: 13))
+                TaskParallelClaim(task: try Self.task(from: row), token: try row.decode(atIndex: 14))
             }
             .sorted { ($0.task.priority, -$0.task.position) > ($1.task.priority, -$1.task.position) }
         }
@@ -261,7 +262,7 @@ extension SQLiteTaskStorage: ParallelTaskStorage {
                     arguments: [collection, key]
                 ) else { return nil }
                 let task = try Self.task(from: row)
-                return try row.decode(Int.self, atIndex: 13) == 1 ? TaskLookup.deadLetter(task) : .live(task)
+                return try row.decode(Int.self, atIndex: 14) == 1 ? TaskLookup.deadLetter(task) : .live(task)
             }
         }
     }

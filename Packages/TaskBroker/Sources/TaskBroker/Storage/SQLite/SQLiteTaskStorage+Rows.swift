@@ -7,7 +7,7 @@ extension SQLiteTaskStorage {
     /// The columns `task(from:)` reads, in its order.
     static let selectedColumns = """
         key, collection, queue_name, payload, position, revision, attempts, pause_kind, pause_until, \
-        not_before, priority, last_failure, failed_at
+        not_before, priority, last_failure, failed_at, trace_context
         """
 
     ///
@@ -43,7 +43,9 @@ extension SQLiteTaskStorage {
                 attempts: try row.decode(atIndex: 6), pause: pause,
                 notBefore: try notBefore.map { seconds throws(TaskBrokerError) in try date(seconds, of: "not-before time") },
                 priority: try row.decode(atIndex: 10),
-                lastFailure: try failure(reason: try row.decode(atIndex: 11), at: try row.decode(atIndex: 12))
+                lastFailure: try failure(reason: try row.decode(atIndex: 11), at: try row.decode(atIndex: 12)),
+                // Damaged trace context costs the trace link, not the action.
+                traceContext: TaskTraceHeaders.decoded(try? row.decode(String?.self, atIndex: 13))
             )
         } catch {
             throw wrongType(error)

@@ -167,6 +167,14 @@ extension SQLiteTaskStorage {
                 CREATE TABLE taskbroker_parallel_owner (owner TEXT PRIMARY KEY, expires_at REAL NOT NULL) WITHOUT ROWID;
                 """)
         }
+        // The trace context of each action's save (JSON of the instrument's propagation headers;
+        // NULL without one), so that its runs join the save's trace in any process.
+        migrator.registerMigration("taskbroker-v11-trace-context") { db in
+            try db.execute(sql: """
+                ALTER TABLE taskbroker_action ADD COLUMN trace_context TEXT;
+                ALTER TABLE taskbroker_parallel ADD COLUMN trace_context TEXT;
+                """)
+        }
         return migrator
     }
 }

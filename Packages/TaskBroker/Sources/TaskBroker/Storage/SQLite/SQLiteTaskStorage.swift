@@ -234,13 +234,13 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
         var stored: [StoredTask] = []
         stored.reserveCapacity(tasks.count)
         let statement = try db.cachedStatement(sql: """
-            INSERT INTO taskbroker_action (collection, key, queue_name, position, revision, payload, not_before, priority, saved_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO taskbroker_action (collection, key, queue_name, position, revision, payload, not_before, priority, saved_at, trace_context)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (collection, key) DO UPDATE SET
                 saved_at = CASE WHEN EXISTS (SELECT 1 FROM taskbroker_done d WHERE d.revision = taskbroker_action.revision)
                     THEN excluded.saved_at ELSE taskbroker_action.saved_at END,
                 queue_name = excluded.queue_name, revision = excluded.revision, payload = excluded.payload,
-                not_before = excluded.not_before, priority = excluded.priority, state = 0,
+                not_before = excluded.not_before, priority = excluded.priority, trace_context = excluded.trace_context, state = 0,
                 attempts = 0, pause_kind = 0, pause_until = NULL, last_failure = NULL, failed_at = NULL,
                 position = CASE WHEN EXISTS (SELECT 1 FROM taskbroker_done d WHERE d.revision = taskbroker_action.revision)
                     THEN excluded.position ELSE taskbroker_action.position END
@@ -253,13 +253,13 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
                 statement,
                 arguments: [
                     task.collection, task.key, task.queueName, sequence, sequence, task.payload,
-                    task.notBefore?.timeIntervalSince1970, task.priority, savedAt,
+                    task.notBefore?.timeIntervalSince1970, task.priority, savedAt, TaskTraceHeaders.encoded(task.traceContext),
                 ]
             ) ?? sequence
             stored.append(StoredTask(
                 key: task.key, collection: task.collection, queueName: task.queueName,
                 payload: task.payload, position: position, revision: sequence,
-                notBefore: task.notBefore, priority: task.priority
+                notBefore: task.notBefore, priority: task.priority, traceContext: task.traceContext
             ))
         }
         try db.execute(sql: "UPDATE taskbroker_sequence SET value = ? WHERE id = 1", arguments: [sequence])
