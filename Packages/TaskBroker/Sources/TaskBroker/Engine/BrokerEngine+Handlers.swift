@@ -27,11 +27,6 @@ extension BrokerEngine {
         let staleAfter: Duration? = storage.isShared ? claimLifetime : nil
         let mailbox = self.mailbox
         return { launch in
-            if let staleAfter, time.elapsed() - now > staleAfter {
-                mailbox.post(.notStarted([task]))
-                return
-            }
-            metrics.running.increment()
             // The handler's result, or the timeout's: whichever comes first is the outcome.
             let once = OnceFlag()
             let deliver: @Sendable (TaskResult, String?) -> Void = { result, reason in
@@ -58,6 +53,14 @@ extension BrokerEngine {
             // The run is a span of the trace its save stored (a consumer span: across processes).
             await withSpan("TaskBroker handle", context: TraceCarrier.context(from: task.traceContext), ofKind: .consumer) { span in
                 TraceCarrier.attributes(of: task, into: &span.attributes)
+                // Checked last before the handler starts, so that a stall between the check and the
+                // start is as short as it can be (a stall anywhere before it is caught).
+                if let staleAfter, time.elapsed() - now > staleAfter {
+                    span.attributes["taskbroker.result"] = "not started: its claim may have passed to another worker"
+                    mailbox.post(.notStarted([task]))
+                    return
+                }
+                metrics.running.increment()
                 guard let timeout else {
                     let result = await handle(action, context)
                     TraceCarrier.record(result, reason: nil, in: span)
