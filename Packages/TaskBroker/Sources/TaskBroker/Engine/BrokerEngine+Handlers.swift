@@ -52,7 +52,7 @@ extension BrokerEngine {
             }
             // The run is a span of the trace its save stored (a consumer span: across processes).
             await withSpan("TaskBroker handle", context: TraceCarrier.context(from: task.traceContext), ofKind: .consumer) { span in
-                TraceCarrier.attributes(of: task, into: &span.attributes)
+                TraceCarrier.name(task, on: span)
                 // Checked last before the handler starts, so that a stall between the check and the
                 // start is as short as it can be (a stall anywhere before it is caught).
                 if let staleAfter, time.elapsed() - now > staleAfter {
@@ -61,20 +61,7 @@ extension BrokerEngine {
                     return
                 }
                 metrics.running.increment()
-                guard let timeout else {
-                    let result = await handle(action, context)
-                    TraceCarrier.record(result, reason: nil, in: span)
-                    deliver(result, nil)
-                    return
-                }
-                await Self.run(handle, action, context, timeout: timeout, time: time) {
-                    let reason = "timed out after \(timeout)"
-                    TraceCarrier.record(.retry(after: .zero), reason: reason, in: span)
-                    deliver(.retry(after: retryBackoff.delay(afterFailures: context.attempt)), reason)
-                } finished: { result in
-                    TraceCarrier.record(result, reason: nil, in: span)
-                    deliver(result, nil)
-                }
+                await Self.runHandler(handle, action, context, in: span, timeout: timeout, retryBackoff: retryBackoff, time: time, deliver: deliver)
             }
         }
     }
@@ -104,23 +91,33 @@ extension BrokerEngine {
                 deliver(Self.parallelOutcome(claim, result: result, reason: reason, now: time.now(), maxAttempts: maxAttempts))
             }
             await withSpan("TaskBroker handle", context: TraceCarrier.context(from: task.traceContext), ofKind: .consumer) { span in
-                TraceCarrier.attributes(of: task, into: &span.attributes)
+                TraceCarrier.name(task, on: span)
                 span.attributes["taskbroker.parallel"] = true
-                guard let timeout else {
-                    let result = await handle(action, context)
-                    TraceCarrier.record(result, reason: nil, in: span)
-                    finish(result, nil)
-                    return
-                }
-                await Self.run(handle, action, context, timeout: timeout, time: time) {
-                    let reason = "timed out after \(timeout)"
-                    TraceCarrier.record(.retry(after: .zero), reason: reason, in: span)
-                    finish(.retry(after: retryBackoff.delay(afterFailures: context.attempt)), reason)
-                } finished: { result in
-                    TraceCarrier.record(result, reason: nil, in: span)
-                    finish(result, nil)
-                }
+                await Self.runHandler(handle, action, context, in: span, timeout: timeout, retryBackoff: retryBackoff, time: time, deliver: finish)
             }
+        }
+    }
+
+    /// Runs the handler in its run's span, within the time limit if there is one, and hands its
+    /// result (or the time limit's failure, with its reason) to `deliver`.
+    static func runHandler(
+        _ handle: @escaping @Sendable (Handler.Action, TaskContext) async -> TaskResult, _ action: Handler.Action,
+        _ context: TaskContext, in span: any Span, timeout: Duration?, retryBackoff: Backoff, time: BrokerTime,
+        deliver: @escaping @Sendable (TaskResult, String?) -> Void
+    ) async {
+        guard let timeout else {
+            let result = await handle(action, context)
+            TraceCarrier.record(result, reason: nil, in: span)
+            deliver(result, nil)
+            return
+        }
+        await run(handle, action, context, timeout: timeout, time: time) {
+            let reason = "timed out after \(timeout)"
+            TraceCarrier.record(.retry(after: .zero), reason: reason, in: span)
+            deliver(.retry(after: retryBackoff.delay(afterFailures: context.attempt)), reason)
+        } finished: { result in
+            TraceCarrier.record(result, reason: nil, in: span)
+            deliver(result, nil)
         }
     }
 

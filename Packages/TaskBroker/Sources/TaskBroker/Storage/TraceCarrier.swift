@@ -25,6 +25,8 @@ enum TraceCarrier {
 
     /// What a run's handler reported, on its span: a failed attempt is an error.
     static func record(_ result: TaskResult, reason: String?, in span: any Span) {
+        // Nothing to build for a span nobody records (no tracer bootstrapped): every run passes here.
+        guard span.isRecording else { return }
         let outcome: String
         switch result {
         case .success: outcome = "success"
@@ -38,17 +40,19 @@ enum TraceCarrier {
 
     /// Links `span` (a claim's or an outcome batch's) to the traces of the actions it concerns.
     static func link(_ span: any Span, to tasks: some Sequence<StoredTask>) {
+        guard span.isRecording else { return }
         for task in tasks where !task.traceContext.isEmpty {
             span.addLink(SpanLink(context: context(from: task.traceContext), attributes: [:]))
         }
     }
 
-    /// Span attributes that name an action.
-    static func attributes(of task: StoredTask, into attributes: inout SpanAttributes) {
-        attributes["taskbroker.queue"] = task.queueName
-        attributes["taskbroker.key"] = task.key
-        attributes["taskbroker.collection"] = task.collection
-        attributes["taskbroker.attempt"] = task.nextAttempt
+    /// Names the action on its run's span (nothing for a span nobody records).
+    static func name(_ task: StoredTask, on span: any Span) {
+        guard span.isRecording else { return }
+        span.attributes["taskbroker.queue"] = task.queueName
+        span.attributes["taskbroker.key"] = task.key
+        span.attributes["taskbroker.collection"] = task.collection
+        span.attributes["taskbroker.attempt"] = task.nextAttempt
     }
 }
 
