@@ -182,8 +182,10 @@ public enum TaskStorageConformance: Sendable {
     /// The checks a backend shared by several processes must pass too (leases, fencing, the change
     /// feed). Run them against a fresh backend whose lease (`TaskStorage.leaseDuration`) is short,
     /// a few seconds: two checks wait for a lease to expire, and the others need a lease to last
-    /// through a few claims and finishes (TaskBroker's own tests use 3 s; 1 s was too short once on
-    /// a loaded 2-core machine).
+    /// through a few claims and finishes, and each of the backend's own transactions to survive a
+    /// stall of its client (TaskBroker's PostgreSQL backend has the server end one idle for half
+    /// the lease). TaskBroker's own tests use 6 s; 1 s and 3 s were too short on a loaded 2-core
+    /// machine.
     public static let sharedChecks: [Check] = sharedQueueChecks + sharedJobChecks
 
     /// The shared checks of leases, fencing and the change feed.
