@@ -100,6 +100,21 @@ new Promise(function (resolve, reject) {
 """
 
 
+# Waits until every chart image has loaded (a reload may be under way), then gives their widths.
+CHARTS = """new Promise(function (resolve) {
+  var deadline = Date.now() + %(ms)d;
+  (function poll() {
+    var images = Array.from(document.querySelectorAll("img[data-chart]"));
+    var done = images.length > 0 && images.every(function (image) { return image.complete; });
+    if (done || Date.now() > deadline) {
+      resolve(images.map(function (image) { return image.complete ? image.naturalWidth : -1; }));
+    } else {
+      setTimeout(poll, 50);
+    }
+  })();
+})"""
+
+
 def changed(page, selector, before):
     return page.evaluate(CHANGE % {"selector": json.dumps(selector), "before": json.dumps(before), "ms": DEADLINE_SECONDS * 1000})
 
@@ -182,6 +197,15 @@ def main():
         state = text(page, 'tr[data-queue="uploads-alice"] [data-field=state]')
         check(state == "paused by an operator", f"alice's state shows {state!r}")
         print(f"browser: alice stays at {alice_now} pending while bob goes {bob_then} -> {bob_now}")
+
+        # The charts: server-drawn SVG images of the console's own, reloaded with each update; by
+        # now the depth chart has a line of several samples.
+        loaded = page.evaluate(CHARTS % {"ms": DEADLINE_SECONDS * 1000})
+        check(loaded == [400, 400, 400], f"the charts did not load: {loaded}")
+        depth = page.evaluate("fetch(%s).then(function (r) { return r.text(); })" % json.dumps(base + "/charts/depth.svg"))
+        check("<polyline" in depth, f"the depth chart has no line: {depth[:400]}")
+        print("browser: the throughput, latency and depth charts load; the depth chart draws a line")
+
         shot = page.call("Page.captureScreenshot", format="png")
         with open(screenshot, "wb") as file:
             file.write(base64.b64decode(shot["data"]))

@@ -85,6 +85,7 @@ struct ConsoleLive: Sendable {
     /// The counts now.
     func counts() async throws -> Counts {
         let queues = try await console.database.snapshot()
+        console.history.record(queues, at: Date())
         var rows: [String: Counts.Row] = [:]
         for queue in queues.prefix(console.configuration.pageSize * 10) {
             rows[queue.name] = Counts.Row(
@@ -130,6 +131,10 @@ struct ConsoleLive: Sendable {
                 if (value === undefined) { return; }
                 field.textContent = typeof value === "number" ? number.format(value) : value;
               });
+            });
+            var stamp = Date.now();
+            document.querySelectorAll("img[data-chart]").forEach(function (image) {
+              image.src = image.getAttribute("data-chart") + "?t=" + stamp;
             });
             if (status) { status.textContent = "live, updated " + new Date().toLocaleTimeString(); }
           });

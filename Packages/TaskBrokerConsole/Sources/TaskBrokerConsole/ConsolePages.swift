@@ -12,6 +12,7 @@ struct ConsolePages: Sendable {
     func queues(_ request: Request) async throws -> String {
         let now = Date()
         let all = try await database.snapshot()
+        console.history.record(all, at: now)
         let query = Query(request)
         let after = query["after"]
         let shown = Array(all.filter { queue in after.map { queue.name > $0 } ?? true }.prefix(configuration.pageSize))
@@ -31,13 +32,26 @@ struct ConsolePages: Sendable {
             + "\(total("deadLetters", all.reduce(0) { $0 + $1.deadLetters })) dead letter(s), "
             + "\(total("paused", all.count { $0.pausedByOperator })) paused by an operator. "
             + "<span class=\"note\">Counts update live; reload for new queues.</span></p>"
-        var body = totals
+        var body = totals + charts()
         body += all.isEmpty ? "<p class=\"note\">No queues.</p>"
             : HTML.table(["Queue", "Pending", "Parallel", "Oldest", "Dead letters", "Failures", "State", ""], rows, queues: shown.map(\.name))
         if let last = shown.last, all.contains(where: { $0.name > last.name }), shown.count == configuration.pageSize {
             body += "<p><a href=\"\(HTML.escape(console.link("", [("after", last.name)])))\">Next queues</a></p>"
         }
         return HTML.page(title: "Queues", console: console, body: body)
+    }
+
+    /// The charts of the queues page; the live counts' script reloads them with each update.
+    private func charts() -> String {
+        let images = ConsoleCharts.Chart.allCases.map { chart in
+            let source = HTML.escape(console.link("charts/\(chart.rawValue).svg"))
+            return "<img src=\"\(source)\" data-chart=\"\(source)\" width=\"\(Int(ConsoleCharts.width))\" "
+                + "height=\"\(Int(ConsoleCharts.height))\" alt=\"\(HTML.escape(chart.title))\">"
+        }
+        return "<div class=\"charts\">\(images.joined())</div>"
+            + "<p class=\"note\">Charts: what this console read over the last \(ConsoleCharts.minutes(console.history.window)), "
+            + "a sample at most every \(ConsoleCharts.number(console.history.spacing)) s while a page, its live counts or a chart is open. "
+            + "Rates are net per queue between two samples.</p>"
     }
 
     /// A queue's stored actions in the order they run, a page at a time.

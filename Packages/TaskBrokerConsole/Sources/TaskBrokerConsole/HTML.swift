@@ -131,7 +131,7 @@ enum HTML {
         // Only the console's own script runs (no inline script, nothing from elsewhere): a payload
         // that slipped through escaping could still run nothing.
         fields[.contentSecurityPolicy] =
-            "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+            "default-src 'none'; script-src 'self'; connect-src 'self'; img-src 'self'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
         fields[.xContentTypeOptions] = "nosniff"
         return Response(status: status, headers: fields, body: .init(byteBuffer: ByteBuffer(string: html)))
     }
@@ -151,6 +151,8 @@ enum HTML {
         .note{color:#6b7280}
         .bad{color:#b91c1c}
         #live{margin-left:auto;color:#9ca3af}
+        .charts{display:flex;flex-wrap:wrap;gap:.5em;margin:.5em 0}
+        .charts img{border:1px solid #e5e7eb;max-width:100%;height:auto}
         """
 }
 

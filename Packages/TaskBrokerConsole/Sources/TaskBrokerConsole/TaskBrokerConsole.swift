@@ -1,8 +1,8 @@
 public import Hummingbird
 public import TaskBroker
 
-/// TaskBroker's web console: pages over a `TaskDatabase` (its queues, a queue's
-/// actions, an action, dead letters, schedules) and the operator's commands on it (pause, resume,
+/// TaskBroker's web console: pages over a `TaskDatabase` (its queues with charts of throughput,
+/// oldest wait and pending actions, a queue's actions, an action, dead letters, schedules) and the operator's commands on it (pause, resume,
 /// replay, discard, delete, purge), as routes that a Hummingbird application mounts.
 ///
 /// ```swift
@@ -38,6 +38,12 @@ public struct TaskBrokerConsole: Sendable {
         /// The live counts are sent at least this often, changed or not (which also finds a
         /// client that went away).
         public var liveHeartbeat: Duration
+        /// The charts of the queues page (throughput, oldest wait, pending) cover this much time,
+        /// up to now.
+        public var chartWindow: Duration
+        /// The charts take a sample of the counts whenever the console reads them (a page of
+        /// queues, the live counts, a chart), at most this often.
+        public var chartSpacing: Duration
 
         /// Creates a configuration.
         ///
@@ -49,9 +55,12 @@ public struct TaskBrokerConsole: Sendable {
         ///   - payloadLimit: Characters of a payload shown on its action's page without `full=1`.
         ///   - liveInterval: The shortest time between two updates of the live counts.
         ///   - liveHeartbeat: The longest time between two updates of the live counts.
+        ///   - chartWindow: How much time the charts cover.
+        ///   - chartSpacing: The shortest time between two samples of the charts.
         public init(
             basePath: String = "", accessToken: String? = nil, pageSize: Int = 100, payloadPreview: Int = 160, payloadLimit: Int = 65_536,
-            liveInterval: Duration = .seconds(1), liveHeartbeat: Duration = .seconds(15)
+            liveInterval: Duration = .seconds(1), liveHeartbeat: Duration = .seconds(15),
+            chartWindow: Duration = .seconds(900), chartSpacing: Duration = .seconds(2)
         ) {
             self.basePath = basePath
             self.accessToken = accessToken
@@ -60,6 +69,8 @@ public struct TaskBrokerConsole: Sendable {
             self.payloadLimit = payloadLimit
             self.liveInterval = liveInterval
             self.liveHeartbeat = liveHeartbeat
+            self.chartWindow = chartWindow
+            self.chartSpacing = chartSpacing
         }
     }
 
@@ -68,6 +79,8 @@ public struct TaskBrokerConsole: Sendable {
     /// How the console is reached and what it shows.
     public let configuration: Configuration
     let secrets: ConsoleSecrets
+    /// The samples the charts draw.
+    let history: ConsoleHistory
 
     /// Creates a console over `database`.
     ///
@@ -83,8 +96,11 @@ public struct TaskBrokerConsole: Sendable {
         configuration.payloadLimit = max(configuration.payloadPreview, configuration.payloadLimit)
         configuration.liveInterval = max(.milliseconds(10), configuration.liveInterval)
         configuration.liveHeartbeat = max(configuration.liveInterval, configuration.liveHeartbeat)
+        configuration.chartSpacing = max(.milliseconds(10), configuration.chartSpacing)
+        configuration.chartWindow = max(configuration.chartSpacing, configuration.chartWindow)
         self.configuration = configuration
         self.secrets = ConsoleSecrets()
+        self.history = ConsoleHistory(window: configuration.chartWindow, spacing: configuration.chartSpacing)
     }
 
     /// Adds the console's routes to `router` (a `Router`, or a `RouterGroup` with the
@@ -104,6 +120,12 @@ public struct TaskBrokerConsole: Sendable {
         let live = ConsoleLive(console: self)
         router.get("events") { request, _ in try await access.stream(request) { try await live.events() } }
         router.get("console.js") { _, _ in ConsoleLive.script() }
+        let charts = ConsoleCharts(console: self)
+        for chart in ConsoleCharts.Chart.allCases {
+            router.get(RouterPath(stringLiteral: "charts/\(chart.rawValue).svg")) { request, _ in
+                try await access.stream(request) { try await charts.response(chart) }
+            }
+        }
         router.get("login") { request, _ in access.loginPage(request) }
         router.post("login") { request, _ in try await access.login(request) }
         router.post("logout") { request, _ in try await access.logout(request) }
