@@ -147,6 +147,8 @@ let package = Package(
                 .product(name: "QueuePersistence", package: "QueuePersistence"),
                 .product(name: "JobChain", package: "JobChain"),
                 .product(name: "TaskBroker", package: "TaskBroker"),
+                // The console's workers page, tested over a broker of the test's own on PostgreSQL.
+                .product(name: "TaskBrokerPostgres", package: "TaskBroker", condition: .when(traits: ["Postgres"])),
                 .product(name: "ObjectDataSource", package: "AsyncPrimitives"),
                 // `demo-cluster`'s trace checks, tested on traces with known faults.
                 "QueuekitCLI",

@@ -4,6 +4,9 @@ import Foundation
 import FoundationNetworking
 #endif
 import TaskBroker
+#if Postgres
+import TaskBrokerPostgres
+#endif
 import Testing
 
 /// `queuekit serve`: the web console as an operator starts it, over another application's
@@ -99,6 +102,64 @@ struct QueuekitServeTests {
         server.interrupt()
         _ = await server.finish()
     }
+
+    #if Postgres
+    /// The workers page over PostgreSQL: which broker of which process holds which queue, under
+    /// which epoch, until when; and the rate limits page: the starts its limit counts.
+    @Test func theWorkersPageShowsWhichBrokerHoldsWhichQueueOnPostgres() async throws {
+        let folder = try TemporaryDirectory()
+        let schema = "qk_" + UUID().uuidString.prefix(8).lowercased()
+        var configuration = try TaskDatabase.PostgresConfiguration(url: try ToolBackend.serverURL())
+        configuration.schema = schema
+        let database = try await TaskDatabase.postgres(configuration: configuration)
+        try await database.save([Mail(key: "m1", queueName: "mail-7", body: "held"), Mail(key: "m2", queueName: "mail-7", body: "next")])
+        let handler = HoldingHandler()
+        var brokerConfiguration = TaskQueueBroker.Configuration()
+        brokerConfiguration.rateLimits = [try TaskRateLimit(prefix: "mail-", starts: 100, per: .seconds(3_600))]
+        let broker = try await TaskQueueBroker.setup(database: database, name: "mail-", handler: handler, configuration: brokerConfiguration)
+        // The handler runs m1 and holds it: the broker holds mail-7's lease until it is let go.
+        _ = await handler.started.first { _ in true }
+
+        let server = try RunningTool(
+            ["serve", "--database", "\(try ToolBackend.serverURL())?schema=\(schema)", "--listen", "127.0.0.1:0"], in: folder.url
+        )
+        let base = try await Self.address(of: server)
+        let (workers, status) = try await Self.fetch(base + "/workers")
+        #expect(status == 200)
+        #expect(workers.contains("1 broker(s) in 1 process(es) hold leases: 1 queue(s)"), "\(workers)")
+        #expect(workers.contains("<code>mail-</code>") && workers.contains("<code>mail-7</code>"), "the broker and its queue: \(workers)")
+        #expect(workers.contains("epoch 1, ends in"), "the lease's epoch and end: \(workers)")
+        let (limits, _) = try await Self.fetch(base + "/rate-limits")
+        #expect(limits.contains("<td>queues of prefix</td><td><code>mail-</code></td><td>1</td>"), "one start counted: \(limits)")
+
+        handler.release()
+        await broker.shutdown()
+        server.interrupt()
+        let run = await server.finish()
+        #expect(run.status == 0, "\(run.stderr)")
+    }
+
+    /// Holds each action it runs until ``release()``.
+    final class HoldingHandler: AsyncTaskQueueHandler {
+        let started: AsyncStream<String>
+        private let startedContinuation: AsyncStream<String>.Continuation
+        private let gate = AsyncStream<Void>.makeStream()
+
+        init() {
+            (started, startedContinuation) = AsyncStream.makeStream()
+        }
+
+        func handle(_ action: Mail, context: TaskContext) async -> TaskResult {
+            startedContinuation.yield(action.key)
+            for await _ in gate.stream { break }
+            return .success
+        }
+
+        func release() {
+            gate.continuation.finish()
+        }
+    }
+    #endif
 
     /// `queuekit work --metrics`: Prometheus scrapes the broker's own counters and running
     /// actions while it works.

@@ -185,6 +185,12 @@ extension TaskStorageConformance {
             try await storage.releaseStarts(bucket: "prefix:mail-", at: second.at, count: 1)
             let again = try await storage.acquireStarts(bucket: "prefix:mail-", limit: 3, period: .seconds(60), count: 2, now: now)
             try expect(again.granted == 1, "the start given back is granted again: \(again)")
+            // What an operator reads: each bucket's starts in their windows, the latest, and when the last leaves.
+            let usage = try await storage.rateLimitUsage(now: now)
+            try expect(usage.map(\.bucket) == ["prefix:mail-", "queue:mail-7"] && usage.map(\.starts) == [3, 3], "both buckets, full: \(usage)")
+            try expect(usage[0].latestStart == again.at, "the latest start is the last grant's: \(usage[0]) against \(again.at)")
+            let ends = usage[0].emptyAt.timeIntervalSince(again.at)
+            try expect(abs(ends - 60) < 0.001, "the bucket is empty a period after its latest start: \(ends) s")
         },
         Check("the snapshot says when each queue's longest-waiting action was saved; a replacement keeps the time") { storage in
             // Saved times come from the backend's clock (the server's on PostgreSQL): a minute either way.

@@ -167,6 +167,17 @@ extension TaskStorageConformance {
 
     /// The checks of a shared backend's plain parallel actions: every process hears of a save.
     public static let sharedParallelChecks: [Check] = [
+        Check("a worker holding plain parallel actions is listed with how many and until when") { storage in
+            let parallel = try parallelStorage(storage)
+            _ = try await parallel.saveParallel([task("a", "p-1"), task("b", "p-1"), task("c", "p-2")])
+            let claims = try await parallel.claimParallel(.prefix("p-"), limit: 2, owner: "gamma#1@process-3", leaseDuration: .seconds(30), now: Date())
+            try expect(claims.count == 2, "two claimed: \(claims)")
+            let workers = try await storage.workers()
+            try expect(workers.map(\.owner) == ["gamma#1@process-3"] && workers[0].parallelActions == 2, "\(workers)")
+            try expect(workers[0].queues.isEmpty && workers[0].parallelExpiresAt.map { $0 > Date().addingTimeInterval(-60) } == true, "\(workers)")
+            try await parallel.releaseParallel(claims, owner: "gamma#1@process-3")
+            try expect(try await storage.workers().isEmpty, "released: no worker holds anything")
+        },
         Check("a save of plain parallel actions, and a release, are heard on the change feed with their queues") { storage in
             let parallel = try parallelStorage(storage)
             guard let feed = try await storage.changes() else {

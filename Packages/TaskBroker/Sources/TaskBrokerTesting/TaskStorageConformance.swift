@@ -190,6 +190,27 @@ public enum TaskStorageConformance: Sendable {
 
     /// The shared checks of leases, fencing and the change feed.
     static let sharedQueueChecks: [Check] = [
+        Check("the workers are the lease holders, each with the queues it holds, their epochs and when they end") { storage in
+            let saved = try await storage.save([task("a", "q1"), task("b", "q2"), task("c", "q3")])
+            try expect(try await storage.workers().isEmpty, "no lease, no worker")
+            let alpha = "alpha#1@process-1"
+            let beta = "beta#7@process-2"
+            try expect(try await storage.claim([saved[0], saved[1]], owner: alpha, leaseDuration: .seconds(30)) == [.granted, .granted], "alpha claims")
+            try expect(try await storage.claim([saved[2]], owner: beta, leaseDuration: .seconds(30)) == [.granted], "beta claims")
+            let now = Date()
+            let workers = try await storage.workers()
+            try expect(workers.map(\.owner) == [alpha, beta], "one worker per owner, sorted: \(workers)")
+            try expect(workers[0].queues.map(\.queueName) == ["q1", "q2"] && workers[1].queues.map(\.queueName) == ["q3"], "\(workers)")
+            try expect(workers[0].brokerName == "alpha" && workers[0].process == "process-1" && workers[1].brokerName == "beta", "\(workers)")
+            for lease in workers.flatMap(\.queues) {
+                // The server's clock decides expiry on a shared backend: a minute either way.
+                try expect(lease.epoch >= 1 && lease.expiresAt > now.addingTimeInterval(-60), "a live lease: \(lease)")
+            }
+            try await storage.release(["q1"], owner: alpha)
+            _ = try await storage.finish([.completed(saved[2])], owner: beta)
+            let after = try await storage.workers()
+            try expect(after.map(\.owner) == [alpha] && after[0].queues.map(\.queueName) == ["q2"], "a released or finished lease is gone: \(after)")
+        },
         Check("a queue's lease keeps a second owner off until the first releases it") { storage in
             let saved = try await storage.save([task("a", "q1"), task("b", "q1")])
             try expect(try await storage.claim([saved[0]], owner: "w1", leaseDuration: .seconds(30)) == [.granted], "w1 claims")

@@ -175,6 +175,60 @@ struct ConsolePages: Sendable {
         return HTML.page(title: "Schedules", console: console, body: body)
     }
 
+    /// The brokers that hold leases now (PostgreSQL): the queues each holds, with their epochs
+    /// and when their leases end, and its plain parallel actions.
+    func workers(_ request: Request) async throws -> String {
+        let now = Date()
+        guard database.storage.isShared else {
+            let body = "<p class=\"note\">This database is an SQLite file: its brokers run on one machine and take queues "
+                + "through the file's locks; they hold no leases to list.</p>"
+            return HTML.page(title: "Workers", console: console, body: body)
+        }
+        let workers = try await database.workers()
+        let shownQueues = 50
+        let rows = workers.prefix(configuration.pageSize).map { worker -> [String] in
+            var queues = worker.queues.prefix(shownQueues).map { lease in
+                "<a href=\"\(HTML.escape(console.link("queue", [("name", lease.queueName)])))\"><code>\(HTML.escape(lease.queueName))</code></a>"
+                    + " <span class=\"note\">epoch \(lease.epoch), ends in \(HTML.escape(HTML.age(since: now, now: lease.expiresAt)))</span>"
+            }
+            if worker.queues.count > shownQueues { queues.append("<span class=\"note\">and \(HTML.count(worker.queues.count - shownQueues)) more</span>") }
+            return [
+                "<code>\(HTML.escape(worker.brokerName))</code>", "<code>\(HTML.escape(worker.process))</code>",
+                number(worker.queues.count), queues.joined(separator: "<br>"), number(worker.parallelActions),
+                worker.parallelExpiresAt.map { "in " + HTML.escape(HTML.age(since: now, now: $0)) } ?? "–",
+            ]
+        }
+        var body = "<p>\(HTML.count(workers.count)) broker(s) in \(HTML.count(Set(workers.map(\.process)).count)) process(es) hold leases: "
+            + "\(HTML.count(workers.reduce(0) { $0 + $1.queues.count })) queue(s), "
+            + "\(HTML.count(workers.reduce(0) { $0 + $1.parallelActions })) plain parallel action(s). "
+            + "<span class=\"note\">A lease its holder stops renewing ends, and another broker takes its queue over.</span></p>"
+        body += workers.isEmpty ? "<p class=\"note\">No broker holds a lease.</p>"
+            : HTML.table(["Broker", "Process", "Queues", "Their leases", "Parallel actions", "Their claims end"], rows)
+        if workers.count > configuration.pageSize {
+            body += "<p class=\"note\">\(HTML.count(workers.count - configuration.pageSize)) more broker(s) not shown.</p>"
+        }
+        return HTML.page(title: "Workers", console: console, body: body)
+    }
+
+    /// The starts each rate limit's bucket counts now.
+    func rateLimits(_ request: Request) async throws -> String {
+        let now = Date()
+        let usage = try await database.rateLimitUsage()
+        let rows = usage.map { bucket -> [String] in
+            let (kind, name): (String, Substring) = bucket.bucket.hasPrefix("prefix:") ? ("queues of prefix", bucket.bucket.dropFirst(7))
+                : bucket.bucket.hasPrefix("queue:") ? ("queue", bucket.bucket.dropFirst(6)) : ("bucket", Substring(bucket.bucket))
+            return [
+                HTML.escape(kind), "<code>\(HTML.escape(String(name)))</code>", number(bucket.starts),
+                HTML.escape(HTML.age(since: bucket.latestStart, now: now)) + " ago", "in " + HTML.escape(HTML.age(since: now, now: bucket.emptyAt)),
+            ]
+        }
+        var body = "<p class=\"note\">A limit is set in each broker's configuration (<code>rateLimits</code>); the database "
+            + "counts the starts every broker recorded under it, and these still count against it.</p>"
+        body += usage.isEmpty ? "<p class=\"note\">No start counts against a rate limit now.</p>"
+            : HTML.table(["Limit of", "Name", "Starts in the window", "Latest start", "Empty"], rows)
+        return HTML.page(title: "Rate limits", console: console, body: body)
+    }
+
     private func number(_ value: Int) -> String { HTML.count(value) }
 
     private func actionLink(key: String, collection: String) -> String {

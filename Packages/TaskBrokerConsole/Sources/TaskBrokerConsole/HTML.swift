@@ -32,7 +32,7 @@ enum HTML {
     /// A whole page: the console's header and navigation around `body`.
     /// With `signedIn` and an access token configured, the header has a form to sign out.
     static func page(title: String, console: TaskBrokerConsole, body: String, signedIn: Bool = true) -> String {
-        var nav = [("", "Queues"), ("dead-letters", "Dead letters"), ("schedules", "Schedules")]
+        var nav = [("", "Queues"), ("dead-letters", "Dead letters"), ("schedules", "Schedules"), ("rate-limits", "Rate limits"), ("workers", "Workers")]
             .map { "<a href=\"\(escape(console.link($0.0)))\">\($0.1)</a>" }
             .joined(separator: " · ")
         if signedIn, console.configuration.accessToken != nil {

@@ -2,7 +2,8 @@ public import Hummingbird
 public import TaskBroker
 
 /// TaskBroker's web console: pages over a `TaskDatabase` (its queues with charts of throughput,
-/// oldest wait and pending actions, a queue's actions, an action, dead letters, schedules) and the operator's commands on it (pause, resume,
+/// oldest wait and pending actions, a queue's actions, an action, dead letters, schedules, rate
+/// limits' starts, and the workers that hold leases) and the operator's commands on it (pause, resume,
 /// replay, discard, delete, purge), as routes that a Hummingbird application mounts.
 ///
 /// ```swift
@@ -117,6 +118,8 @@ public struct TaskBrokerConsole: Sendable {
         router.get("action") { request, _ in try await access.page(request) { try await pages.action(request) } }
         router.get("dead-letters") { request, _ in try await access.page(request) { try await pages.deadLetters(request) } }
         router.get("schedules") { request, _ in try await access.page(request) { try await pages.schedules(request) } }
+        router.get("rate-limits") { request, _ in try await access.page(request) { try await pages.rateLimits(request) } }
+        router.get("workers") { request, _ in try await access.page(request) { try await pages.workers(request) } }
         let live = ConsoleLive(console: self)
         router.get("events") { request, _ in try await access.stream(request) { try await live.events() } }
         router.get("console.js") { _, _ in ConsoleLive.script() }

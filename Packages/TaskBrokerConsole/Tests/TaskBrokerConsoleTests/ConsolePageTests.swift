@@ -110,6 +110,41 @@ import Testing
         }
     }
 
+    @Test func theRateLimitsPageListsTheStartsEachBucketCounts() async throws {
+        let fixture = try await ConsoleFixture()
+        defer { fixture.remove() }
+        let empty = try await fixture.withClient { client in try await client.get("/rate-limits") }
+        #expect(empty.status == .ok && empty.text.contains("No start counts against a rate limit now."))
+        // A broker with a limit on its mail queues runs two actions: two starts in the bucket.
+        let limit = try TaskRateLimit(prefix: "mail-", starts: 10, per: .seconds(3_600))
+        var configuration = TaskQueueBroker.Configuration()
+        configuration.rateLimits = [limit]
+        let broker = try await TaskQueueBroker.setup(
+            database: fixture.database, name: "mail-", handler: SucceedingHandler(), configuration: configuration
+        )
+        let events = broker.events
+        try await fixture.database.save([Note(key: "a", queueName: "mail-1", text: "x"), Note(key: "b", queueName: "mail-2", text: "y")])
+        var succeeded = 0
+        for await event in events {
+            if case .succeeded = event { succeeded += 1 }
+            if succeeded == 2 { break }
+        }
+        await broker.shutdown()
+        let page = try await fixture.withClient { client in try await client.get("/rate-limits") }
+        #expect(page.status == .ok)
+        #expect(page.plainText.contains("queues of prefixmail-2"), "the bucket of prefix mail- with its two starts: \(page.plainText)")
+        #expect(page.plainText.contains("in 59m") || page.plainText.contains("in 1h00m"), "empty an hour after the starts: \(page.plainText)")
+    }
+
+    @Test func theWorkersPageOfAnSQLiteFileSaysItsBrokersHoldNoLeases() async throws {
+        let fixture = try await ConsoleFixture()
+        defer { fixture.remove() }
+        let page = try await fixture.withClient { client in try await client.get("/workers") }
+        #expect(page.status == .ok)
+        #expect(page.text.contains("hold no leases to list"))
+        #expect(page.text.contains("href=\"/workers\"") && page.text.contains("href=\"/rate-limits\""), "both pages are in the navigation")
+    }
+
     @Test func badInputGetsAClear4xxNeverA500() async throws {
         let fixture = try await ConsoleFixture()
         defer { fixture.remove() }

@@ -467,6 +467,28 @@ public final class TaskDatabase: Sendable {
         try await storage.schedules()
     }
 
+    /// The starts each rate limit's bucket counts now (``TaskQueueBroker/Configuration-swift.struct/rateLimits``):
+    /// those every broker of the database recorded that are still inside their windows, by bucket.
+    /// A limit itself is set in each broker's configuration, not stored; this is what its bucket
+    /// holds.
+    ///
+    /// - Returns: One usage per bucket with starts in their windows, sorted by bucket.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
+    public func rateLimitUsage() async throws -> [TaskRateUsage] {
+        try await storage.rateLimitUsage(now: Date())
+    }
+
+    /// The brokers that hold leases on this database now (PostgreSQL): each with its registered
+    /// name, the queues whose leases it holds and until when, and the plain parallel actions it
+    /// holds. An SQLite file's brokers share one machine and take queues through its file locks,
+    /// with no leases: there, this is empty.
+    ///
+    /// - Returns: One worker per lease owner, sorted by owner.
+    /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
+    public func workers() async throws -> [TaskWorker] {
+        try await storage.workers()
+    }
+
     /// Pauses queues for an operator: a paused queue starts nothing (an action it is running
     /// finishes), in every process, across restarts, until ``resumeQueues(_:)``; saves into it are
     /// kept. ``snapshot()`` shows it as ``TaskQueueSnapshot/pausedByOperator``, apart from a failure's

@@ -126,6 +126,16 @@ extension TaskStorage {
         throw TaskBrokerError(code: .unsupported, message: "This storage backend cannot count starts for rate limits.")
     }
 
+    /// A backend without rate limits counts no starts.
+    public func rateLimitUsage(now: Date) async throws -> [TaskRateUsage] {
+        []
+    }
+
+    /// A backend without leases has no workers to list.
+    public func workers() async throws -> [TaskWorker] {
+        []
+    }
+
     private static var noSchedules: TaskBrokerError {
         TaskBrokerError(code: .unsupported, message: "This storage backend cannot store schedules.")
     }

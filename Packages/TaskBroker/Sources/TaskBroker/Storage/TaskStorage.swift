@@ -252,6 +252,17 @@ public protocol TaskStorage: Sendable {
     /// happen: they no longer count against the limit.
     func releaseStarts(bucket: String, at: Date, count: Int) async throws
 
+    /// The starts each rate limit's bucket counts now: those recorded and not yet out of their
+    /// windows, by bucket name. The default (a backend without rate limits) has none.
+    ///
+    /// - Parameter now: The caller's wall-clock time; a shared backend counts by its server's clock instead.
+    func rateLimitUsage(now: Date) async throws -> [TaskRateUsage]
+
+    /// The brokers that hold leases or registrations on this database now, by owner, each with the
+    /// queues it holds. The default (a backend without leases, such as an SQLite file, whose
+    /// brokers share one machine's file locks) has none.
+    func workers() async throws -> [TaskWorker]
+
     /// Pauses queues for an operator (`paused` true) or resumes them: a paused queue starts
     /// nothing, in every process, across restarts, until resumed; saves into it are kept. Brokers
     /// hear of the queues whose mark changed as of a change to them. The default throws `.unsupported`.

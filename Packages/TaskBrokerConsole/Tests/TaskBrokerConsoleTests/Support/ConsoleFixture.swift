@@ -67,6 +67,13 @@ final class DeadLetteringHandler: AsyncTaskQueueHandler {
     }
 }
 
+/// Completes every action.
+final class SucceedingHandler: AsyncTaskQueueHandler {
+    func handle(_ action: Note, context: TaskContext) async -> TaskResult {
+        .success
+    }
+}
+
 extension TestResponse {
     /// The body as text.
     var text: String { String(buffer: body) }

@@ -42,3 +42,25 @@ extension SQLiteTaskStorage {
         }
     }
 }
+
+extension SQLiteTaskStorage {
+    func rateLimitUsage(now: Date) async throws -> [TaskRateUsage] {
+        try await Self.run("read the rate limits' starts") {
+            try await pool.read { db in
+                try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT bucket, count(*) AS starts, max(at) AS latest, max(expires_at) AS empty FROM taskbroker_rate_start
+                        WHERE expires_at > ? GROUP BY bucket ORDER BY bucket
+                        """,
+                    arguments: [now.timeIntervalSince1970]
+                ).map { row in
+                    TaskRateUsage(
+                        bucket: row["bucket"], starts: row["starts"],
+                        latestStart: Date(timeIntervalSince1970: row["latest"]), emptyAt: Date(timeIntervalSince1970: row["empty"])
+                    )
+                }
+            }
+        }
+    }
+}
