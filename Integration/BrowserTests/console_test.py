@@ -196,6 +196,8 @@ def main():
         check(number(bob_now) < number(bob_then), f"bob's queue stopped too: {bob_then} -> {bob_now}")
         state = text(page, 'tr[data-queue="uploads-alice"] [data-field=state]')
         check(state == "paused by an operator", f"alice's state shows {state!r}")
+        weight = page.evaluate("""getComputedStyle(document.querySelector('tr[data-queue="uploads-alice"] [data-field=state]')).fontWeight""")
+        check(int(weight) >= 700, f"alice's paused state is not bold after the live updates: font-weight {weight}")
         print(f"browser: alice stays at {alice_now} pending while bob goes {bob_then} -> {bob_now}")
 
         # The charts: server-drawn SVG images of the console's own, reloaded with each update; by

@@ -20,6 +20,8 @@ struct ConsoleLive: Sendable {
             var deadLetters: Int
             var failures: Int
             var state: String
+            /// The state's kind, which the page's style marks (`ConsolePages.stateKind(of:)`).
+            var stateKind: String
         }
 
         var queues: Int
@@ -90,7 +92,7 @@ struct ConsoleLive: Sendable {
         for queue in queues.prefix(console.configuration.pageSize * 10) {
             rows[queue.name] = Counts.Row(
                 pending: queue.pending, parallel: queue.parallelPending, deadLetters: queue.deadLetters,
-                failures: queue.attempts, state: ConsolePages.stateText(of: queue)
+                failures: queue.attempts, state: ConsolePages.stateText(of: queue), stateKind: ConsolePages.stateKind(of: queue)
             )
         }
         return Counts(
@@ -125,11 +127,12 @@ struct ConsoleLive: Sendable {
             });
             document.querySelectorAll("[data-queue]").forEach(function (element) {
               var row = counts.rows[element.getAttribute("data-queue")] ||
-                { pending: 0, parallel: 0, deadLetters: 0, failures: 0, state: "empty" };
+                { pending: 0, parallel: 0, deadLetters: 0, failures: 0, state: "empty", stateKind: "empty" };
               element.querySelectorAll("[data-field]").forEach(function (field) {
                 var value = row[field.getAttribute("data-field")];
                 if (value === undefined) { return; }
                 field.textContent = typeof value === "number" ? number.format(value) : value;
+                if (field.hasAttribute("data-state")) { field.setAttribute("data-state", row.stateKind); }
               });
             });
             var stamp = Date.now();

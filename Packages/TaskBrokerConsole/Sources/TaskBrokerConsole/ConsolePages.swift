@@ -243,9 +243,20 @@ struct ConsolePages: Sendable {
 
     /// A queue's state, as live counts update it.
     private func state(of queue: TaskQueueSnapshot) -> String {
-        let text = HTML.escape(Self.stateText(of: queue))
-        let shown = queue.pausedByOperator ? "<strong>\(text)</strong>" : queue.pause == .untilRestart ? "<span class=\"bad\">\(text)</span>" : text
-        return "<span data-field=\"state\">\(shown)</span>"
+        // The page's style marks the kind (bold when an operator paused it, red when it failed); the
+        // live counts update the text and the kind together.
+        "<span data-field=\"state\" data-state=\"\(Self.stateKind(of: queue))\">\(HTML.escape(Self.stateText(of: queue)))</span>"
+    }
+
+    /// A queue's state as one word the page's style marks: `operator` (paused by an operator),
+    /// `failed` (paused until a broker restarts it), `retrying`, `ready` or `empty`.
+    static func stateKind(of queue: TaskQueueSnapshot) -> String {
+        if queue.pausedByOperator { return "operator" }
+        switch queue.pause {
+        case .untilRestart: return "failed"
+        case .some: return "retrying"
+        case nil: return queue.pending + queue.parallelPending > 0 ? "ready" : "empty"
+        }
     }
 
     /// A queue's state in words.

@@ -150,6 +150,8 @@ enum HTML {
         form.inline{display:inline}
         .note{color:#6b7280}
         .bad{color:#b91c1c}
+        [data-state=operator]{font-weight:bold}
+        [data-state=failed]{color:#b91c1c}
         #live{margin-left:auto;color:#9ca3af}
         .charts{display:flex;flex-wrap:wrap;gap:.5em;margin:.5em 0}
         .charts img{border:1px solid #e5e7eb;max-width:100%;height:auto}

@@ -24,8 +24,8 @@ import Testing
         let json = try #require(lines[1].hasPrefix("data: ") ? lines[1].dropFirst("data: ".count) : nil)
         let counts = try JSONDecoder().decode(ConsoleLive.Counts.self, from: Data(json.utf8))
         #expect(counts.queues == 3 && counts.pending == 3 && counts.deadLetters == 1 && counts.paused == 1)
-        #expect(counts.rows[hostile] == .init(pending: 2, parallel: 0, deadLetters: 0, failures: 0, state: "ready"))
-        #expect(counts.rows["plain"]?.state == "paused by an operator")
+        #expect(counts.rows[hostile] == .init(pending: 2, parallel: 0, deadLetters: 0, failures: 0, state: "ready", stateKind: "ready"))
+        #expect(counts.rows["plain"]?.state == "paused by an operator" && counts.rows["plain"]?.stateKind == "operator")
         #expect(counts.rows["dead"]?.deadLetters == 1)
     }
 
