@@ -57,9 +57,10 @@ struct ConsoleLive: Sendable {
                 // A graceful shutdown ends the wakes, and so the stream: the server does not wait for it.
                 try await withGracefulShutdownHandler {
                     try await writer.write(ByteBuffer(string: "retry: 2000\n\n"))
-                    try await writer.write(try await event())
+                    try await writer.write(try await event(notOlderThan: .now))
                     for await _ in wakes {
-                        try await writer.write(try await event())
+                        // Streams woken by the same change share one read of the counts.
+                        try await writer.write(try await event(notOlderThan: .now))
                         // Changes meanwhile wait in the one-element buffer: one update per interval.
                         try await Task.sleep(for: interval)
                     }
@@ -76,20 +77,22 @@ struct ConsoleLive: Sendable {
         )
     }
 
-    /// The counts now, as one `counts` event.
-    func event() async throws -> ByteBuffer {
+    /// The counts read no earlier than `moment` (a read another stream started since is shared),
+    /// as one `counts` event.
+    func event(notOlderThan moment: ContinuousClock.Instant = .now) async throws -> ByteBuffer {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        let json = try encoder.encode(try await counts())
+        let json = try encoder.encode(try await console.liveCounts.value(notOlderThan: moment))
         return ByteBuffer(string: "event: counts\ndata: \(String(decoding: json, as: UTF8.self))\n\n")
     }
 
-    /// The counts now.
-    func counts() async throws -> Counts {
-        let queues = try await console.database.snapshot()
-        console.history.record(queues, at: Date())
+    /// The counts now, read from `database` (a sample of the charts' `history` too), with rows for
+    /// the first `rows` queues.
+    static func counts(of database: TaskDatabase, history: ConsoleHistory, rows limit: Int) async throws -> Counts {
+        let queues = try await database.snapshot()
+        history.record(queues, at: Date())
         var rows: [String: Counts.Row] = [:]
-        for queue in queues.prefix(console.configuration.pageSize * 10) {
+        for queue in queues.prefix(limit) {
             rows[queue.name] = Counts.Row(
                 pending: queue.pending, parallel: queue.parallelPending, deadLetters: queue.deadLetters,
                 failures: queue.attempts, state: ConsolePages.stateText(of: queue), stateKind: ConsolePages.stateKind(of: queue)

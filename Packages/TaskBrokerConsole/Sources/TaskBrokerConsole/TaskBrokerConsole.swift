@@ -82,6 +82,8 @@ public struct TaskBrokerConsole: Sendable {
     let secrets: ConsoleSecrets
     /// The samples the charts draw.
     let history: ConsoleHistory
+    /// The live counts, read once for every stream woken by the same change.
+    let liveCounts: SharedRead<ConsoleLive.Counts>
 
     /// Creates a console over `database`.
     ///
@@ -101,7 +103,10 @@ public struct TaskBrokerConsole: Sendable {
         configuration.chartWindow = max(configuration.chartSpacing, configuration.chartWindow)
         self.configuration = configuration
         self.secrets = ConsoleSecrets()
-        self.history = ConsoleHistory(window: configuration.chartWindow, spacing: configuration.chartSpacing)
+        let history = ConsoleHistory(window: configuration.chartWindow, spacing: configuration.chartSpacing)
+        self.history = history
+        let rows = configuration.pageSize * 10
+        self.liveCounts = SharedRead { try await ConsoleLive.counts(of: database, history: history, rows: rows) }
     }
 
     /// Adds the console's routes to `router` (a `Router`, or a `RouterGroup` with the
