@@ -70,7 +70,7 @@ struct QueuekitServeTests {
         await curl.output(containing: "\"paused\":1,")
         let events = curl.outputSoFar.components(separatedBy: "event: counts\n").dropFirst()
         #expect(events.count >= 3)
-        #expect(events.last?.contains("\"mail-2\":{\"deadLetters\":0,\"failures\":0,\"parallel\":0,\"pending\":1,\"state\":\"paused by an operator\"}") == true, "\(curl.outputSoFar)")
+        #expect(events.last?.contains("\"mail-2\":{\"deadLetters\":0,\"failures\":0,\"parallel\":0,\"pending\":1,\"state\":\"paused by an operator\",\"stateKind\":\"operator\"}") == true, "\(curl.outputSoFar)")
 
         server.interrupt()
         let run = await server.finish()
