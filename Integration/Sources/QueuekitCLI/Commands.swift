@@ -97,11 +97,7 @@ struct Work: AsyncParsableCommand {
 
     func run() async throws {
         let store = try await options.open(create: false)
-        #if Console
-        var metricsServer: Task<Void, any Error>?
-        if let metrics { metricsServer = try await MetricsEndpoint.serve(listen: metrics, database: store.database) }
-        defer { metricsServer?.cancel() }
-        #else
+        #if !Console
         if metrics != nil {
             throw QueuekitError(
                 "--metrics: this queuekit was built without the web console and metrics (as `make demo` builds it); "
@@ -112,9 +108,14 @@ struct Work: AsyncParsableCommand {
         #endif
         let settings = work.settings(maxAttempts: work.maxAttempts)
         let trace = try traceFile.map { path throws(QueuekitError) in try TraceLog(path: path) }
-        let report = try await Runner.run(
-            store: store, settings: settings, concurrency: work.concurrency, title: "work", trace: trace, watch: watch
-        )
+        let run = {
+            try await Runner.run(store: store, settings: settings, concurrency: work.concurrency, title: "work", trace: trace, watch: watch)
+        }
+        #if Console
+        let report = try await MetricsEndpoint.serving(listen: metrics, database: store.database, run)
+        #else
+        let report = try await run()
+        #endif
         let c = report.counts
         say("handled \(c.handled): \(c.uploaded) uploaded, \(c.deadLettered) dead-lettered, \(c.retries) retries"
             + (report.interrupted && !watch ? " (interrupted; run again to continue)" : ""))

@@ -46,6 +46,23 @@ enum MetricsEndpoint {
         }
     }
 
+    /// Runs `body` (a worker) with `GET /metrics` served on `listen` beside it, when given: the
+    /// server listens (and has printed where) before `body` starts, and has stopped when this
+    /// returns or throws.
+    static func serving<T>(listen: String?, database: TaskDatabase, _ body: () async throws -> T) async throws -> T {
+        guard let listen else { return try await body() }
+        let server = try await serve(listen: listen, database: database)
+        let result: Result<T, any Error>
+        do {
+            result = .success(try await body())
+        } catch {
+            result = .failure(error)
+        }
+        server.cancel()
+        _ = await server.result
+        return try result.get()
+    }
+
     /// Serves `GET /metrics` on `listen` beside a worker, until the returned task is cancelled;
     /// returns once it listens (and has printed where).
     static func serve(listen: String, database: TaskDatabase) async throws -> Task<Void, any Error> {
