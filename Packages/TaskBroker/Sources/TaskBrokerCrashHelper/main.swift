@@ -45,15 +45,16 @@
 //     A TCP forwarder on 127.0.0.1 to the upstream port that freezes (see FreezingForwarder) once
 //     a client sends <pattern>. stdout: "listening <port>", then "frozen". Exits when stdin closes.
 //
-//   TaskBrokerCrashHelper trace-save <database path> <queue> <key>
+//   TaskBrokerCrashHelper trace-save <database path> <queue> <key> [parallel]
 //     With an in-memory tracer (swift-distributed-tracing's InMemoryTracer), saves one action inside
-//     a span "request". stdout: "request <trace id> <span id>" and "save <trace id> <span id>
-//     <parent span id>" (the save's own span).
+//     a span "request" (a plain parallel action with `parallel`). stdout: "request <trace id>
+//     <span id>" and "save <trace id> <span id> <parent span id>" (the save's own span).
 //
 //   TaskBrokerCrashHelper trace-serve <database path>
 //     With an in-memory tracer, runs the broker "trace" until it has run one action, then shuts it
-//     down. stdout: "handle <trace id> <parent span id> <kind>" (the run's span) and
-//     "outcome <linked trace id>…" (the traces the span that stored its outcome links to).
+//     down. stdout: "handle <trace id> <parent span id> <kind>" (the run's span),
+//     "claim <linked trace id>…" (the traces the claims' spans link to) and "outcome <linked trace
+//     id>…" (the traces the span that stored its outcome links to).
 //
 //   TaskBrokerCrashHelper lock <database path>
 //     Holds SQLite's write lock (BEGIN EXCLUSIVE) until a line arrives on stdin. stdout: "locked",
@@ -329,13 +330,18 @@ if arguments.count == 5, arguments[1] == "pg-schedule", let seconds = Int(argume
         exit(1)
     }
 }
-if arguments.count == 5, arguments[1] == "trace-save" {
+if arguments.count == 5 || (arguments.count == 6 && arguments[5] == "parallel"), arguments[1] == "trace-save" {
     let tracer = uniqueTracer()
     InstrumentationSystem.bootstrap(tracer)
     do {
         let database = try await TaskDatabase.sqlite(path: arguments[2])
+        let action = CrashAction(key: arguments[4], collection: "crash", queueName: arguments[3], index: 0)
         try await withSpan("request") { _ in
-            try await database.save(CrashAction(key: arguments[4], collection: "crash", queueName: arguments[3], index: 0))
+            if arguments.count == 6 {
+                try await database.saveParallel(action)
+            } else {
+                try await database.save(action)
+            }
         }
         for span in tracer.finishedSpans {
             switch span.operationName {
@@ -368,6 +374,9 @@ if arguments.count == 3, arguments[1] == "trace-serve" {
         for span in tracer.finishedSpans {
             switch span.operationName {
             case "TaskBroker handle": say("handle \(span.traceID) \(span.parentSpanID ?? "-") \(span.kind)")
+            case "TaskBroker claim":
+                let linked = span.links.compactMap { $0.context.inMemorySpanContext?.traceID }
+                if !linked.isEmpty { say("claim \(linked.joined(separator: " "))") }
             case "TaskBroker store outcomes":
                 let linked = span.links.compactMap { $0.context.inMemorySpanContext?.traceID }
                 say("outcome \(linked.joined(separator: " "))")

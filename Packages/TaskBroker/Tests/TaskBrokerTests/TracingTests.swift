@@ -27,6 +27,22 @@ struct TracingTests {
         #expect(outcome == [saved[0]], "the outcome's span links to the action's trace: \(outcome)")
     }
 
+    /// A plain parallel action: its run is a child of its save's span in the other process, and
+    /// the spans that claimed it and stored its outcome link to its trace.
+    @Test func aPlainParallelActionsRunClaimAndOutcomeJoinItsSavesTrace() async throws {
+        let folder = try TemporaryDirectory()
+        let path = folder.path("trace.sqlite")
+        _ = try await TaskDatabase.sqlite(path: path)
+
+        let save = try await Self.lines(of: ["trace-save", path, "trace-p", "p1", "parallel"])
+        let saved = try #require(save["save"])
+        let serve = try await Self.lines(of: ["trace-serve", path])
+        let handle = try #require(serve["handle"])
+        #expect(handle[0] == saved[0] && handle[1] == saved[1], "the run is a child of the save's span: \(handle) vs \(saved)")
+        #expect(try #require(serve["claim"]) == [saved[0]], "the claim's span links to the action's trace: \(serve)")
+        #expect(try #require(serve["outcome"]) == [saved[0]], "the outcome's span links to it: \(serve)")
+    }
+
     /// Runs the helper to its end; its stdout lines by first word.
     private static func lines(of arguments: [String]) async throws -> [String: [String]] {
         let run = try CrashHelperRun(arguments: arguments)

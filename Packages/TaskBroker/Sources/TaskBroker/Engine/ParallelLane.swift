@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import QueueRetry
 import Synchronization
+import Tracing
 
 /// Runs a broker's plain parallel actions (``ParallelTaskStorage``), beside its queues.
 ///
@@ -346,25 +347,45 @@ final class ParallelLane: Sendable {
         }
     }
 
+    /// Claims up to `limit` ready actions, in a span `TaskBroker claim` that links to the traces
+    /// of the actions it claimed (as the queued lane's claim does).
     private func claim(limit: Int) async {
         claimsSent.add(1, ordering: .relaxed)
-        let sentAt = time.elapsed()
-        do {
-            let claims = try await storage.claimParallel(
-                try await scope(), limit: limit, owner: owner, leaseDuration: leaseDuration, now: time.now()
-            )
-            mailbox.post(.claimed(claims, asked: limit, sentAt: sentAt))
-        } catch {
-            mailbox.post(.claimFailed(Self.describe(error), asked: limit))
+        await withSpan("TaskBroker claim") { span in
+            let sentAt = time.elapsed()
+            do {
+                let claims = try await storage.claimParallel(
+                    try await scope(), limit: limit, owner: owner, leaseDuration: leaseDuration, now: time.now()
+                )
+                if span.isRecording {
+                    span.attributes["taskbroker.count"] = claims.count
+                    span.attributes["taskbroker.parallel"] = true
+                    TraceCarrier.link(span, to: claims.map(\.task))
+                }
+                mailbox.post(.claimed(claims, asked: limit, sentAt: sentAt))
+            } catch {
+                span.recordError(error)
+                mailbox.post(.claimFailed(Self.describe(error), asked: limit))
+            }
         }
     }
 
+    /// Stores a batch of outcomes, in a span `TaskBroker store outcomes` that links to the
+    /// actions' traces.
     private func store(_ outcomes: [TaskParallelOutcome]) async {
-        do {
-            let refused = try await storage.finishParallel(outcomes, owner: owner)
-            mailbox.post(.stored(outcomes, refused: refused))
-        } catch {
-            mailbox.post(.storeFailed(outcomes, Self.describe(error)))
+        await withSpan("TaskBroker store outcomes") { span in
+            if span.isRecording {
+                span.attributes["taskbroker.count"] = outcomes.count
+                span.attributes["taskbroker.parallel"] = true
+                TraceCarrier.link(span, to: outcomes.map(\.claim.task))
+            }
+            do {
+                let refused = try await storage.finishParallel(outcomes, owner: owner)
+                mailbox.post(.stored(outcomes, refused: refused))
+            } catch {
+                span.recordError(error)
+                mailbox.post(.storeFailed(outcomes, Self.describe(error)))
+            }
         }
     }
 
