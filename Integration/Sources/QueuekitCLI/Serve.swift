@@ -58,6 +58,8 @@ struct Serve: AsyncParsableCommand {
         let app = Application(
             router: router,
             configuration: .init(address: .hostname(host, port: port), serverName: "queuekit"),
+            // The console samples the counts for its charts while it runs, page open or not.
+            services: [console],
             onServerRunning: { channel in
                 let bound = channel.localAddress?.port ?? port
                 say("queuekit: the console of \(name) is on http://\(host.contains(":") ? "[\(host)]" : host):\(bound)/")

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
@@ -112,6 +113,30 @@ import Testing
             // The live counts reload the charts.
             #expect(ConsoleLive.scriptText.contains("img[data-chart]"))
         }
+    }
+
+    /// The console as a service samples on its own, every spacing, until cancelled: the charts
+    /// cover the time no page was open. A read that fails leaves a gap, and sampling goes on.
+    @Test func theConsoleAsAServiceSamplesEverySpacingUntilCancelled() async throws {
+        let fixture = try await ConsoleFixture(configuration: .init(chartSpacing: .seconds(2)))
+        defer { fixture.remove() }
+        try await fixture.database.save([Note(key: "a", queueName: "q", text: "x"), Note(key: "b", queueName: "q", text: "y")])
+        let clock = Mutex(Self.start)
+        let sleeps = Mutex<[Duration]>([])
+        await fixture.console.sample(every: .seconds(2), now: { clock.withLock { $0 } }) { spacing in
+            let count = sleeps.withLock { sleeps in
+                sleeps.append(spacing)
+                return sleeps.count
+            }
+            clock.withLock { $0 += 2 }
+            // Between the first and second samples, another action is saved.
+            if count == 1 { try await fixture.database.save(Note(key: "c", queueName: "q", text: "z")) }
+            if count == 3 { throw CancellationError() }
+        }
+        #expect(sleeps.withLock { $0 } == [.seconds(2), .seconds(2), .seconds(2)], "it waits the spacing between samples")
+        let samples = fixture.console.history.samples(until: Self.start + 4)
+        #expect(samples.map(\.depth) == [2, 3, 3], "a sample each spacing, the save between the first two seen: \(samples)")
+        #expect(samples[1].added == 0.5, "one action in 2 s")
     }
 
     /// The points of each polyline of `svg`.
