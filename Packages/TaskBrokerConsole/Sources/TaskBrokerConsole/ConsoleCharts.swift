@@ -99,10 +99,12 @@ struct ConsoleCharts: Sendable {
         }
     }
 
-    /// The chart's response, after a sample of the counts now.
+    /// The chart's response, after a sample of the counts: the live counts' read, shared with the
+    /// streams and the other charts when one started within the last sample spacing (the pages
+    /// reload all three charts at each live update).
     func response(_ chart: Chart) async throws -> Response {
+        _ = try await console.liveCounts.value(notOlderThan: .now.advanced(by: .zero - console.configuration.chartSpacing))
         let now = Date()
-        console.history.record(try await console.database.snapshot(), at: now)
         let svg = Self.render(chart, console.history.samples(until: now), window: console.history.window, now: now)
         return Response(
             status: .ok,
