@@ -5,7 +5,12 @@ let package = Package(
     name: "TaskBroker",
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
+        // The whole library with its embedded default: the engine (TaskBrokerCore) and the SQLite
+        // backend (TaskBrokerSQLite), both brought by `import TaskBroker`.
         .library(name: "TaskBroker", targets: ["TaskBroker"]),
+        // The engine and its API without a backend: with TaskBrokerPostgres, a program that never
+        // compiles GRDB.
+        .library(name: "TaskBrokerCore", targets: ["TaskBrokerCore"]),
         .library(name: "TaskBrokerTesting", targets: ["TaskBrokerTesting"]),
         // The PostgreSQL backend: its own product, so that a user of the SQLite broker never
         // compiles postgres-nio.
@@ -31,17 +36,21 @@ let package = Package(
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
     ],
     targets: [
+        // `import TaskBroker`: re-exports the engine and the SQLite backend (Sources/TaskBroker
+        // holds only the re-export and the documentation catalog).
         .target(
             name: "TaskBroker",
-            // QueuePersistence: the SQLite plumbing (SQLiteStore); QueueRetry: `Backoff` for timed
-            // retries (TaskContext.retry(with:)). QueueCore arrives through both; nothing here
-            // uses it directly, so it is not listed.
+            dependencies: ["TaskBrokerCore", "TaskBrokerSQLite"]
+        ),
+        // The engine, the public API and the storage seam (`TaskStorage` and the capability
+        // protocols a backend may add); it names no backend.
+        .target(
+            name: "TaskBrokerCore",
+            // QueueRetry: `Backoff` for timed retries (TaskContext.retry(with:)).
             dependencies: [
                 // AsyncPrimitives: `Duration.clamping(seconds:)`, the clamping every package shares.
                 .product(name: "AsyncPrimitives", package: "AsyncPrimitives"),
-                .product(name: "QueuePersistence", package: "QueuePersistence"),
                 .product(name: "QueueRetry", package: "QueueRetry"),
-                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -49,10 +58,21 @@ let package = Package(
                 .product(name: "Instrumentation", package: "swift-distributed-tracing"),
             ]
         ),
+        // The embedded backend: one SQLite file through GRDB, with QueuePersistence's `SQLiteStore`
+        // plumbing (WAL, migrations, clear errors for corrupt and newer files).
+        .target(
+            name: "TaskBrokerSQLite",
+            dependencies: [
+                "TaskBrokerCore",
+                .product(name: "QueuePersistence", package: "QueuePersistence"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(
             name: "TaskBrokerPostgres",
             dependencies: [
-                "TaskBroker",
+                "TaskBrokerCore",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -61,7 +81,7 @@ let package = Package(
         ),
         .target(
             name: "TaskBrokerTesting",
-            dependencies: ["TaskBroker"]
+            dependencies: ["TaskBrokerCore"]
         ),
         // Another process for the tests: a worker that the crash test kills with SIGKILL at random
         // moments, a worker that serves saves made by the test process, and a process that holds
@@ -78,6 +98,8 @@ let package = Package(
             name: "TaskBrokerTests",
             dependencies: [
                 "TaskBroker",
+                "TaskBrokerCore",
+                "TaskBrokerSQLite",
                 "TaskBrokerPostgres",
                 "TaskBrokerTesting",
                 "TaskBrokerCrashHelper",

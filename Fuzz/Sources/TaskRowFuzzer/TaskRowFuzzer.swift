@@ -1,7 +1,8 @@
 import Foundation
 import FuzzSupport
 import GRDB
-@testable import TaskBroker
+@testable import TaskBrokerCore
+@testable import TaskBrokerSQLite
 
 // The contract of a row of `taskbroker_action` read by the SQLite backend: SQLite keeps any value in
 // any column of an ordinary table, so any thirteen values (NULL, integer, real, text or blob each) are a

@@ -1,5 +1,5 @@
 import Foundation
-import TaskBroker
+import TaskBrokerCore
 
 /// The payload of one change notification: queues whose actions changed (`q`), queues among them
 /// whose pauses a restart cleared (`r`; listeners that know no `r` read them again), actions that

@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import Synchronization
-import TaskBroker
+import TaskBrokerCore
 
 /// The change feed of the PostgreSQL backend: one connection that `LISTEN`s on the schema's
 /// channel, re-established with backoff when it drops, each time followed by one catch-up scan.

@@ -2,7 +2,7 @@ import Foundation
 public import Logging
 public import NIOSSL
 import PostgresNIO
-public import TaskBroker
+public import TaskBrokerCore
 
 extension TaskDatabase {
     /// Where and how `TaskDatabase/postgres(configuration:)` connects; every field but the host

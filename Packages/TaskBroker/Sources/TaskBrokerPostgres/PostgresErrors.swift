@@ -1,5 +1,5 @@
 import PostgresNIO
-import TaskBroker
+import TaskBrokerCore
 
 /// Typed errors with messages that say what to check.
 enum PostgresErrors {

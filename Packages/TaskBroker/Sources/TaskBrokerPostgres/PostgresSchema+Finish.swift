@@ -1,6 +1,6 @@
 import Foundation
 import PostgresNIO
-import TaskBroker
+import TaskBrokerCore
 
 // The finish statement of the queues' actions: outcomes, next heads and notifications in one round trip.
 extension PostgresSchema {

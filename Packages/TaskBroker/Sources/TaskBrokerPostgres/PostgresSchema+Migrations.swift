@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
-import TaskBroker
+import TaskBrokerCore
 
 // The migrations that bring a schema to this version, run once however many workers start at once.
 extension PostgresSchema {

@@ -1,7 +1,7 @@
 import Foundation
 import NIOCore
 import PostgresNIO
-import TaskBroker
+import TaskBrokerCore
 
 // Plain parallel actions: the table, and the statements that save, claim (`FOR UPDATE SKIP
 // LOCKED`, a batch at a time), finish, renew and release them.

@@ -1,6 +1,6 @@
 import Foundation
 import PostgresNIO
-import TaskBroker
+import TaskBrokerCore
 
 // The other statements of the queues' actions: saves, reads, claims, leases, brokers, pauses,
 // dead letters and snapshots.

@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
-import TaskBroker
+import TaskBrokerCore
 
 /// TaskBroker's tables in one PostgreSQL schema, their migrations and every statement the backend
 /// runs.

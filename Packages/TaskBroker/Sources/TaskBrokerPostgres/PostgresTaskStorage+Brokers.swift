@@ -1,5 +1,5 @@
 import PostgresNIO
-public import TaskBroker
+public import TaskBrokerCore
 
 /// The brokers running on the schema, across processes (see ``SharedBrokerNames``). Each storage
 /// records its brokers under its `origin`; while its change feed runs it keeps the records alive

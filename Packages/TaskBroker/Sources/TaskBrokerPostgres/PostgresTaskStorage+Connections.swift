@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
-import TaskBroker
+import TaskBrokerCore
 import Synchronization
 
 // Running the backend's operations on pooled connections: transactions, the time limit, a closed

@@ -1,4 +1,4 @@
-public import TaskBroker
+public import TaskBrokerCore
 import PostgresNIO
 
 // Dead letters: rows of the action table whose state is 1, never read as part of their queue.

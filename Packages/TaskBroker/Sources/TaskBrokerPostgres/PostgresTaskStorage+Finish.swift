@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import Synchronization
-public import TaskBroker
+public import TaskBrokerCore
 
 // Storing outcomes: the finish function, the leases it keeps or releases, and what the feeds hear.
 extension PostgresTaskStorage {

@@ -1,7 +1,7 @@
 import Logging
 import PostgresNIO
 import Synchronization
-import TaskBroker
+import TaskBrokerCore
 
 // Lease renewals and releases, on the lease pool (``PostgresTaskStorage/leaseClient``).
 extension PostgresTaskStorage {

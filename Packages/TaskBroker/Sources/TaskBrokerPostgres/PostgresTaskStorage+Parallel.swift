@@ -1,6 +1,6 @@
 public import Foundation
 import NIOCore
-public import TaskBroker
+public import TaskBrokerCore
 import PostgresNIO
 
 // Plain parallel actions: rows of `parallel_action`, each claimed on its own with `FOR UPDATE SKIP

@@ -1,5 +1,5 @@
 import PostgresNIO
-import TaskBroker
+import TaskBrokerCore
 
 extension PostgresTaskStorage {
     /// The three connection pools of a storage.

@@ -1,6 +1,6 @@
 public import Foundation
 import PostgresNIO
-public import TaskBroker
+public import TaskBrokerCore
 
 // Rate limits: the starts recorded per bucket, rows of the `rate_start` table, counted by the
 // server's clock so that every process and machine shares one window.

@@ -1,5 +1,5 @@
 public import Foundation
-public import TaskBroker
+public import TaskBrokerCore
 import PostgresNIO
 
 // Listing queues and reading their actions.

@@ -1,6 +1,6 @@
 public import Foundation
 import PostgresNIO
-public import TaskBroker
+public import TaskBrokerCore
 
 // Schedules: the rows of the `schedule` table.
 extension PostgresTaskStorage {

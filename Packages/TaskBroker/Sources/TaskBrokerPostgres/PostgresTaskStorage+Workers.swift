@@ -1,6 +1,6 @@
 public import Foundation
 import PostgresNIO
-public import TaskBroker
+public import TaskBrokerCore
 
 // What an operator reads of the workers and the rate limits: the live leases and the starts in
 // their windows, by the server's clock.

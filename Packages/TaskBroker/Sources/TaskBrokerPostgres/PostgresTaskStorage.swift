@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
-public import TaskBroker
+public import TaskBrokerCore
 import Synchronization
 
 /// TaskBroker's PostgreSQL backend: per-name serial queues shared by worker processes on any

@@ -1,6 +1,6 @@
 public import Foundation
 public import PostgresNIO
-public import TaskBroker
+public import TaskBrokerCore
 
 /// One PostgreSQL transaction of `TaskBroker/TaskDatabase/write(_:)-(PostgresTaskTransaction)`: your own SQL
 /// through `connection`, actions through `save(_:)` and `delete(key:collection:)`,

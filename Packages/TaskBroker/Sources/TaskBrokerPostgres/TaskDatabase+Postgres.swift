@@ -1,5 +1,5 @@
 import PostgresNIO
-public import TaskBroker
+public import TaskBrokerCore
 
 extension TaskDatabase {
     /// Connects to PostgreSQL, creates or migrates TaskBroker's tables (in

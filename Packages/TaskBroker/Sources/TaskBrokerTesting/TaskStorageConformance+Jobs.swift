@@ -1,5 +1,5 @@
 import Foundation
-import TaskBroker
+import TaskBrokerCore
 
 extension TaskStorageConformance {
     /// The checks of what a job system keeps with each action: its earliest start, its priority

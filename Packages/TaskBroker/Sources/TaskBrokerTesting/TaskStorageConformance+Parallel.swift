@@ -1,5 +1,5 @@
 import Foundation
-import TaskBroker
+import TaskBrokerCore
 
 extension TaskStorageConformance {
     /// The checks of a backend that stores plain parallel actions (`ParallelTaskStorage`): run

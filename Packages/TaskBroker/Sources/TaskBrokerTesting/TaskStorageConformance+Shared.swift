@@ -1,5 +1,5 @@
 import Foundation
-import TaskBroker
+import TaskBrokerCore
 
 extension TaskStorageConformance {
     /// The shared checks of leases, fencing and the change feed.

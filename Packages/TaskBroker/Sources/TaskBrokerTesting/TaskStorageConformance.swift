@@ -1,5 +1,5 @@
 import Foundation
-public import TaskBroker
+public import TaskBrokerCore
 
 /// The behaviour every `TaskStorage` backend must show, as a list of named checks.
 ///

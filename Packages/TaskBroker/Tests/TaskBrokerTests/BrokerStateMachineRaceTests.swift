@@ -1,7 +1,9 @@
 import Foundation
 import GRDB
 import Testing
-@testable import TaskBroker
+@testable import TaskBrokerCore
+@testable import TaskBrokerSQLite
+import TaskBroker
 
 /// Changes that reach the machine in an order that differs from what storage committed.
 struct BrokerStateMachineRaceTests {

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
-@testable import TaskBroker
+@testable import TaskBrokerCore
+@testable import TaskBrokerSQLite
+import TaskBroker
 
 /// A queue read only as far as the read-ahead (`truncated`): the machine keeps what it read, reads
 /// the next actions after the last one once few are left to run (`readAhead`), leaves saves after

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
-@testable import TaskBroker
+@testable import TaskBrokerCore
+@testable import TaskBrokerSQLite
+import TaskBroker
 
 /// A queue read again while its head's claim runs (shared backends): what the claim answers must
 /// not undo the read under way, and a lease reported lost meanwhile must not stall the queue.

@@ -1,6 +1,8 @@
 import AsyncPrimitivesTesting
 import Foundation
-@testable import TaskBroker
+@testable import TaskBrokerCore
+@testable import TaskBrokerSQLite
+import TaskBroker
 import Testing
 
 /// Actions saved to run later and priorities, in the state machine without I/O: a head whose time

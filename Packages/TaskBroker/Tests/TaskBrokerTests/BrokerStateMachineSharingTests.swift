@@ -1,5 +1,7 @@
 import Foundation
-@testable import TaskBroker
+@testable import TaskBrokerCore
+@testable import TaskBrokerSQLite
+import TaskBroker
 import Testing
 
 /// How the workers of a pool share queues (shared backends): a worker with room asks for queues

@@ -1,5 +1,7 @@
 import Foundation
-@testable import TaskBroker
+@testable import TaskBrokerCore
+@testable import TaskBrokerSQLite
+import TaskBroker
 import Testing
 
 /// Every scheduling rule of the broker, on the state machine alone: no database, no clock, no task.

@@ -1,5 +1,7 @@
 import Foundation
-@testable import TaskBroker
+@testable import TaskBrokerCore
+@testable import TaskBrokerSQLite
+import TaskBroker
 import Testing
 
 /// Cron expressions and intervals: parsing, the ticks they give, and daylight saving time in

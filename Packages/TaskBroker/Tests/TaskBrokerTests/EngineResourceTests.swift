@@ -1,6 +1,8 @@
 import AsyncPrimitivesTesting
 import Foundation
-@testable import TaskBroker
+@testable import TaskBrokerCore
+@testable import TaskBrokerSQLite
+import TaskBroker
 import Testing
 
 /// What a long-running broker must not accumulate. The soak (`make soak`) found the first one:

@@ -1,7 +1,9 @@
 import AsyncPrimitivesTesting
 import Foundation
 import QueueRetry
-@testable import TaskBroker
+@testable import TaskBrokerCore
+@testable import TaskBrokerSQLite
+import TaskBroker
 import Testing
 
 /// Plain parallel actions (`saveParallel`): no order among them, side by side up to the broker's

@@ -1,6 +1,8 @@
 import Foundation
 import Synchronization
-@testable import TaskBroker
+@testable import TaskBrokerCore
+@testable import TaskBrokerSQLite
+import TaskBroker
 import Testing
 
 /// Changes made through an SQLite `TaskDatabase` reach its brokers in commit order.

@@ -1,7 +1,9 @@
 import AsyncPrimitivesTesting
 import Foundation
 import GRDB
-@testable import TaskBroker
+@testable import TaskBrokerCore
+@testable import TaskBrokerSQLite
+import TaskBroker
 import TaskBrokerPostgres
 import Testing
 

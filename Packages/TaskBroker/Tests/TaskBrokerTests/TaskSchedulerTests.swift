@@ -1,6 +1,8 @@
 import AsyncPrimitivesTesting
 import Foundation
-@testable import TaskBroker
+@testable import TaskBrokerCore
+@testable import TaskBrokerSQLite
+import TaskBroker
 import Testing
 
 /// `TaskScheduler` on both backends, with a manual clock: each tick is enqueued once and run,

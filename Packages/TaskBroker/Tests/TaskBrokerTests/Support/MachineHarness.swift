@@ -1,6 +1,8 @@
 import Foundation
 import QueueRetry
-@testable import TaskBroker
+@testable import TaskBrokerCore
+@testable import TaskBrokerSQLite
+import TaskBroker
 
 /// Drives a ``BrokerStateMachine`` without I/O: feed inputs, read the outputs.
 struct MachineHarness {

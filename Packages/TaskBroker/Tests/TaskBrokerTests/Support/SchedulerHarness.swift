@@ -1,7 +1,9 @@
 import AsyncPrimitivesTesting
 import Foundation
 import Synchronization
-@testable import TaskBroker
+@testable import TaskBrokerCore
+@testable import TaskBrokerSQLite
+import TaskBroker
 
 /// A ``TaskScheduler`` running in a task of its own on a manual clock, with a wall clock that
 /// follows the manual one from `start` (and can be set back or forward), and its events collected.
