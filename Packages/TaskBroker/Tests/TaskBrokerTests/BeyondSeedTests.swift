@@ -7,7 +7,7 @@ import TaskBroker
 import Testing
 
 /// Where TaskBroker goes past YapTaskQueue.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct BeyondSeedTests {
     @Test(arguments: Backend.allCases) func zeroRetryTimeoutRetriesAtOnce(_ backend: Backend) async throws {
         let store = try TestStore(backend)
@@ -420,7 +420,7 @@ struct BeyondSeedTests {
     }
 }
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct HandlerBridgingAndReplacementTests {
     @Test func asyncHandlerAnswersTheSeedsCallbackForm() async throws {
         let handler = RecordingHandler<TestAction>()

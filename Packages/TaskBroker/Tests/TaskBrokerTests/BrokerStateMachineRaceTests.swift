@@ -62,7 +62,7 @@ struct BrokerStateMachineRaceTests {
 
 /// Another process's changes that this process missed (SQLite: its change journal was pruned past
 /// what this process had read).
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct MissedChangesTests {
     /// Every queue the broker holds is read again, not only the stored ones: a queue another
     /// process emptied meanwhile (its actions deleted, or purged) is no longer stored, and was left

@@ -4,7 +4,7 @@ import TaskBroker
 import Testing
 
 /// The SQLite backend logs completions and applies the log in bulk; nothing of that shows.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct CompletionLogTests {
     private static func count(_ table: String, at path: String) throws -> Int {
         try DatabaseQueue(path: path).read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table)") ?? -1 }

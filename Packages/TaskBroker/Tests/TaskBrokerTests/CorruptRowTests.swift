@@ -9,7 +9,7 @@ import Testing
 /// restart's `RETURNING` rows) used to trap in its non-throwing subscripts; rows read through a
 /// cursor are converted by SQLite itself and never trapped. Found with the `TaskRowFuzzer` fuzz
 /// target (`Fuzz/`), whose regression inputs in `Fuzz/Regressions/TaskRowFuzzer/` are these rows.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct CorruptRowTests {
     @Test(arguments: [
         "attempts = 'many'",

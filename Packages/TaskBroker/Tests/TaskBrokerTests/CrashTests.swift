@@ -4,7 +4,7 @@ import Testing
 
 /// A worker process killed with SIGKILL at random moments loses nothing, keeps each queue's
 /// order, and runs an action again only if it was in flight at the kill.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct CrashTests {
     @Test func killedWorkerLosesNothingAndKeepsOrder() async throws {
         let directory = try TemporaryDirectory()

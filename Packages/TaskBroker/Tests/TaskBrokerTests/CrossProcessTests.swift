@@ -6,7 +6,7 @@ import TaskBroker
 import Testing
 
 /// Brokers and writers in different processes on one SQLite file, with real processes.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct CrossProcessTests {
     /// Another process deletes a running action (its change reaches this process through the
     /// file's journal, here not at all), and the run fails: nothing is stored for it, and the

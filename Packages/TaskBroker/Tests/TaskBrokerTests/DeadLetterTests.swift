@@ -6,7 +6,7 @@ import Testing
 /// Dead letters as a user meets them: `maxAttempts` and `.deadLetter(reason:)` move an action out
 /// of its queue (which goes on), it survives restarts without running, and it runs again only when
 /// replayed.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct DeadLetterTests {
     @Test(arguments: Backend.allCases) func anActionThatFailsMaxAttemptsTimesIsADeadLetterAndItsQueueGoesOn(_ backend: Backend) async throws {
         let store = try TestStore(backend)

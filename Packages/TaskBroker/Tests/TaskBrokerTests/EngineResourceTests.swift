@@ -7,7 +7,7 @@ import Testing
 
 /// What a long-running broker must not accumulate. The soak (`make soak`) found the first one:
 /// a worker's memory grew ~3 MB a minute under steady work with timed retries.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct EngineResourceTests {
     @Test(arguments: Backend.allCases) func aTimerThatFiredIsReleased(_ backend: Backend) async throws {
         let store = try TestStore(backend)

@@ -6,7 +6,7 @@ import Testing
 
 /// The handler's attempt number, opening existing files only, events from the start, clear
 /// errors for corrupt files, durable commits by default.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct FollowUpAPITests {
     @Test(arguments: Backend.allCases) func handlerLearnsWhichAttemptItRuns(_ backend: Backend) async throws {
         let store = try TestStore(backend)

@@ -8,7 +8,7 @@ import Testing
 /// Databases written before the job schema (SQLite schema version 4, PostgreSQL schema version 4)
 /// open with every stored action, pause and attempt count, and take what the job schema adds:
 /// each action's earliest start, priority and last failure.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct JobSchemaMigrationTests {
     /// A file exactly as schema version 4 left it (its four migrations, recorded as GRDB records
     /// them), with three queues: one whose head waits for a retry time after two failures, one

@@ -5,7 +5,7 @@ import Testing
 
 /// `shutdown()` owns the end: it waits for running handlers up to its timeout, then cancels them,
 /// stores what had arrived, and returns only when nothing of the broker is left.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct LifetimeTests {
     @Test func aHandlerThatIgnoresCancellationDoesNotHoldShutdownPastItsTimeout() async throws {
         let directory = try TemporaryDirectory()

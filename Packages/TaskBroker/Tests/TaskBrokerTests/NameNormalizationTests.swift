@@ -6,7 +6,7 @@ import Testing
 /// one name to Swift and two to the database. Names, keys and collections are stored in NFC, so
 /// each is one name everywhere: a queue saved under both spellings is one queue, whose actions
 /// all run, in order; a key saved under one spelling is replaced and deleted under the other.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct NameNormalizationTests {
     static let nfc = "caf\u{E9}"
     static let nfd = "cafe\u{301}"

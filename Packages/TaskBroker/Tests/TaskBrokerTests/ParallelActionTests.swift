@@ -9,7 +9,7 @@ import Testing
 /// Plain parallel actions (`saveParallel`): no order among them, side by side up to the broker's
 /// `maxConcurrentParallelActions`, each run at least once under a claim of its own, with retries,
 /// dead letters, time limits, pauses and restarts as a queue's actions have them.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct ParallelActionTests {
     @Test(arguments: Backend.allCases) func theyRunSideBySideUpToTheBrokersLimitEachOnce(_ backend: Backend) async throws {
         let store = try TestStore(backend)

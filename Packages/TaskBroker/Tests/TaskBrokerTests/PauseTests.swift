@@ -6,7 +6,7 @@ import Testing
 /// `pauseQueues` and `resumeQueues` as an operator uses them: a paused queue finishes the action it
 /// runs, starts nothing more, in every process and across restarts, keeps what is saved into it,
 /// and runs again once resumed; other queues go on.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct PauseTests {
     @Test(arguments: Backend.allCases) func aPausedQueueFinishesItsRunStartsNothingAcrossRestartsAndRunsOnceResumed(_ backend: Backend) async throws {
         let store = try TestStore(backend)

@@ -7,7 +7,7 @@ import Testing
 
 /// The finish statement's array parameters are written by `PostgresArray`, not by postgres-nio's
 /// element-by-element encoding: the same bytes, and the server reads back what was sent.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct PostgresArrayTests {
     @Test func arraysAreWrittenAsPostgresNIOWritesThem() {
         func bytes(_ encode: (inout ByteBuffer) -> Void) -> ByteBuffer {

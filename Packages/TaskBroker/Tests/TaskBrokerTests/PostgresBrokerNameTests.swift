@@ -10,7 +10,7 @@ import Testing
 /// within one. Brokers of one name are workers of one pool and are never refused. A process that
 /// shuts down forgets its brokers at once; one that dies leaves a record that expires after three
 /// heartbeats of its change feed.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct PostgresBrokerNameTests {
     @Test func brokerNamesThatOverlapAreRefusedAcrossProcesses() async throws {
         let store = try TestStore(.postgres)

@@ -10,7 +10,7 @@ import Testing
 
 /// The change feed's catch-up scan after it listens again: a queue saved while nobody listened is
 /// known of only through it.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct PostgresChangeFeedTests {
     /// The scan fails once the feed listens again (here: its role may not read the actions yet);
     /// it is tried again until it works. It was logged and dropped, and the queue saved during

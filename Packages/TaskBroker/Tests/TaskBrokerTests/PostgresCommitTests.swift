@@ -12,7 +12,7 @@ import Testing
 /// production: a full notification queue, or a server that stops before the commit reaches disk)
 /// must not be taken for a stored outcome or a granted claim. And a claim that skips a locked
 /// lease row must not wait for the claimant's own lease.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct PostgresCommitTests {
     @Test func aFinishWhoseCommitFailsThrowsAndStoresNothing() async throws {
         let (storage, admin, schema) = try await Self.storage()

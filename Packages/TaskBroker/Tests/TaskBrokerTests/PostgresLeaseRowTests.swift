@@ -13,7 +13,7 @@ import Testing
 /// Each test holds the row of queue "q-a" in another transaction, starts the operation on "q-b"
 /// and "q-a" (in that order), waits until the server shows it waiting for the lock, and then
 /// locks "q-b" without waiting: that works only if the operation has not locked "q-b" first.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct PostgresLockOrderTests {
     @Test func aFinishLocksTheLeasesInNameOrder() async throws {
         let report = try await whileHoldingQueueA { storage, saved in
@@ -118,7 +118,7 @@ struct PostgresLockOrderTests {
 /// A finish that keeps a queue's lease for its next head leaves the lease's row as it is (locked,
 /// not rewritten) while eleven twelfths of the lease are left, and extends it to a full lease when
 /// less is left; the epoch stays the same either way.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct PostgresKeptLeaseTests {
     @Test func aKeptLeaseIsExtendedOnlyWhenLessThanElevenTwelfthsOfItIsLeft() async throws {
         let store = try TestStore(.postgres)
@@ -165,7 +165,7 @@ struct PostgresKeptLeaseTests {
 /// A finish finds every row it touches through an index. With the burn-down benchmark's 1,000
 /// queues, the plan of its lease updates scanned the whole queue table twice at every finish (to
 /// release and to extend leases, also with none to release or extend): ~10 rows per outcome.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct PostgresFinishScanTests {
     @Test func aFinishFindsEveryRowThroughAnIndex() async throws {
         let store = try TestStore(.postgres)
@@ -228,7 +228,7 @@ struct PostgresFinishScanTests {
 
 /// A read returns each queue's actions in enqueue order, though PostgreSQL returns rows in the order
 /// it stores them, and a replaced action's new version may be stored after the others.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct PostgresReadOrderTests {
     @Test func aReadReturnsEachQueueInEnqueueOrderWhereverItsRowsAreStored() async throws {
         let store = try TestStore(.postgres)
@@ -258,7 +258,7 @@ struct PostgresReadOrderTests {
 /// A save that replaces running actions in an order opposite to a finish's can deadlock with that
 /// finish; PostgreSQL then aborts one of the two after `deadlock_timeout` (which one depends on
 /// timing: both were seen). The aborted one is run again, so neither caller sees an error.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct PostgresDeadlockRetryTests {
     @Test func aSaveAndAFinishThatDeadlockBothGoThrough() async throws {
         let log = LogRecorder()

@@ -6,7 +6,7 @@ import TaskBrokerPostgres
 import Testing
 
 /// How the workers of one pool share its queues on PostgreSQL when one of them is busy.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct PostgresPoolSharingTests {
     /// A worker that joins while the pool's only worker is busy gets queues before that worker
     /// runs out of work. It asks the pool for queues when its claims are refused; the busy worker,

@@ -8,7 +8,7 @@ import Testing
 /// worker of the pool) used to have it extended again by that statement: same owner, same epoch.
 /// Other workers were then refused the queue for a whole lease. Each test runs the finish between
 /// the two steps, as it happens when it commits while the renewal runs.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct PostgresRenewalTests {
     @Test func aLeaseReleasedWhileTheRenewalRunsStaysReleased() async throws {
         let (storage, saved) = try await Self.claimedQueue(["a"])

@@ -11,7 +11,7 @@ import Testing
 /// up after over two hours by default. The backend's own sessions are ended by the server once
 /// idle in a transaction for a quarter of the lease, so another worker takes the queues over
 /// within the lease.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct PostgresSilentDeathTests {
     @Test func aWorkerCutOffInsideItsFinishLosesItsQueuesWithinTheLease() async throws {
         let store = try TestStore(.postgres)

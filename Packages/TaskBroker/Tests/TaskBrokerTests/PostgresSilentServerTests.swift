@@ -11,7 +11,7 @@ import Testing
 /// the operating system to give up on its connection (many minutes), and every outcome behind it.
 /// Now an operation that gets no answer within `operationTimeout` closes its connection and
 /// fails, and the broker tries again on a new one.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct PostgresSilentServerTests {
     @Test func aWorkerWhosePoolStopsAnsweringGoesOnWithNewConnections() async throws {
         let store = try TestStore(.postgres)

@@ -11,7 +11,7 @@ import Testing
 /// the other now holds, not even a head it had claimed with a finish before the stall (that claim
 /// is too old). Its runs that were in flight during the stall may overlap the taker's re-runs (the
 /// README's failure model says so); nothing else overlaps, and nothing is lost.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct PostgresStallTests {
     @Test func aStalledWorkerLosesItsQueuesAndStartsNothingOnThemWhenItWakes() async throws {
         let store = try TestStore(.postgres)

@@ -9,7 +9,7 @@ import Testing
 
 /// What only the PostgreSQL backend does: workers of one pool, the caller's transaction, typed
 /// connection errors, the schema's version, and a server that restarts under a running broker.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct PostgresTests {
     @Test func enqueueingInsideTheCallersTransactionCommitsTogetherOrNotAtAll() async throws {
         let store = try TestStore(.postgres)
@@ -616,7 +616,7 @@ struct PostgresTests {
 /// The server restarts, or drops every connection, under a running broker. Its own suite, run by
 /// `make test-all` in a `swift test` of its own (`--filter PostgresRestartTests`), one test at a
 /// time: each drops every connection to the server, those of tests running beside it too.
-@Suite(.serialized, .timeLimit(.minutes(1)))
+@Suite(.serialized, .timeLimit(.minutes(3)))
 struct PostgresRestartTests {
     /// Every run of the handler, once `distinct` different keys have run: a re-run (at least once)
     /// repeats a key, so counting runs alone could stop short of the last actions. Returns early

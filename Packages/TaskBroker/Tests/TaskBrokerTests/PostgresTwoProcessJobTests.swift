@@ -5,7 +5,7 @@ import Testing
 
 /// The job-system promises that are about several processes, with a real second process (the
 /// `TaskBrokerCrashHelper` executable) on the PostgreSQL server that `make test-all` started.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct PostgresTwoProcessJobTests {
     /// This process pauses a queue that a broker of another process serves: that broker starts
     /// nothing of it (while it runs five actions of another queue saved in the same transaction)

@@ -10,7 +10,7 @@ import Testing
 /// long transactions on a pool of two left the renewal waiting for a connection, the lease
 /// expired, and another worker ran the action that still ran here: one action on two workers at
 /// once. Your transactions have a pool of their own, and renewals one of theirs.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct PostgresUserTransactionTests {
     @Test func longUserTransactionsDoNotCostTheWorkerItsLease() async throws {
         let store = try TestStore(.postgres)

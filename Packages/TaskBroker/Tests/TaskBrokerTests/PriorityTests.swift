@@ -7,7 +7,7 @@ import Testing
 /// `save(_:notBefore:priority:)`: when more queues may start than a broker has slots, the queue
 /// whose head has the larger priority starts first; ties go in the order the queues became ready,
 /// and each queue still runs in order.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct PriorityTests {
     @Test(arguments: Backend.allCases) func readyQueuesTakeTheOneSlotByTheirHeadsPriority(_ backend: Backend) async throws {
         let store = try TestStore(backend)

@@ -6,7 +6,7 @@ import TaskBroker
 import Testing
 
 /// Changes made through an SQLite `TaskDatabase` reach its brokers in commit order.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct PublicationOrderTests {
     /// Concurrent saves, each its own transaction (half through `save`, half through `write`):
     /// the brokers' notifications name them in the order they were committed (their revisions,

@@ -4,7 +4,7 @@ import Testing
 
 /// `TaskDatabase.queueChanges()` as a console uses it: the names of the queues that another
 /// handle on the database (another process's, on PostgreSQL its own connection) changes.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct QueueChangesTests {
     @Test(arguments: Backend.allCases) func everyKindOfChangeNamesItsQueue(_ backend: Backend) async throws {
         let store = try TestStore(backend)

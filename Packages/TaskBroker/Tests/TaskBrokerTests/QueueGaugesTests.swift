@@ -6,7 +6,7 @@ import Testing
 
 /// `TaskQueueGauges` (depth, oldest age, dead letters, queues, paused, by name prefix) and the
 /// brokers' `taskbroker_actions_running`, read through swift-metrics' test backend.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct QueueGaugesTests {
     @Test(arguments: Backend.allCases) func gaugesGroupQueuesByPrefixAndAGonePrefixReadsZero(_ backend: Backend) async throws {
         let store = try TestStore(backend)

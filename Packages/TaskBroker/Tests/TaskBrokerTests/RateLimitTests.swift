@@ -8,7 +8,7 @@ import Testing
 /// a prefix's queues share their starts per window, other queues are not held back, a limit per
 /// queue counts each queue on its own, and the broker waits for a full window with one timer.
 /// (PostgreSQL counts by the server's clock: `PostgresTwoProcessJobTests` measures it.)
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct RateLimitTests {
     let start = Date(timeIntervalSince1970: 1_800_000_000)
 

@@ -5,7 +5,7 @@ import Testing
 /// A broker holds in memory what it runs and a read-ahead of each queue, not the queue's backlog:
 /// started over a backlog it decodes only the first actions of each queue, reads on as they run,
 /// and still runs every action, in order, with saves made meanwhile.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct ReadAheadTests {
     @Test(arguments: Backend.allCases) func aBrokerStartedOverABacklogDecodesOnlyWhatItReadsAhead(_ backend: Backend) async throws {
         let store = try TestStore(backend)

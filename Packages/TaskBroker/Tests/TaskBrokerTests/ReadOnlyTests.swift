@@ -6,7 +6,7 @@ import Testing
 /// A database opened read-only (`Configuration.readOnly`, `PostgresConfiguration.readOnly`), as
 /// `queuekit`'s commands that only look open it: it reads, refuses every write with a typed
 /// error, and writes nothing, not even a migration.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct ReadOnlyTests {
     @Test(arguments: Backend.allCases) func aReadOnlyDatabaseReadsAndRefusesWrites(_ backend: Backend) async throws {
         let store = try TestStore(backend)

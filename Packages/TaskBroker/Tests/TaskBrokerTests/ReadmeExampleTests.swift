@@ -5,7 +5,7 @@ import Testing
 
 // The README's example, kept compiling and true (its types are in Support/ReadmeExample.swift).
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct ReadmeExampleTests {
     @Test func readmeExampleSendsTheMessage() async throws {
         let directory = try TemporaryDirectory()

@@ -6,7 +6,7 @@ import Testing
 
 /// An action saved again while it runs: whatever its run then answers, the version saved last
 /// runs at once, not after the hour its run asked for.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct ResaveWhileRunningTests {
     /// Runs each action; the first run of each waits for a release and asks for a retry in an
     /// hour, the others succeed.

@@ -5,7 +5,7 @@ import Testing
 /// the paused action starts again (`TaskBrokerEvent.resumed`'s documentation). On PostgreSQL the
 /// restart reaches the brokers of every process through the change feed, which names the queues
 /// it resumed.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct RestartQueuesEventTests {
     @Test(arguments: Backend.allCases) func restartQueuesReportsResumedBeforeTheActionRunsAgain(_ backend: Backend) async throws {
         let store = try TestStore(backend)

@@ -9,7 +9,7 @@ import Testing
 
 /// `save(_:notBefore:)`: an action stored at once that starts no earlier than its time, holding
 /// only its own queue, across restarts, with one timer for the earliest time a broker knows of.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct RunLaterTests {
     let start = Date(timeIntervalSince1970: 1_800_000_000.25)
 

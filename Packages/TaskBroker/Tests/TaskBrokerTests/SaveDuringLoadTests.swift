@@ -4,7 +4,7 @@ import TaskBroker
 import Testing
 
 /// Saves whose notifications reach a broker after the load that already read them.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct SaveDuringLoadTests {
     /// The audit's `[a, a, b]`: `b` then `a` saved right after `setup`; the first save makes the
     /// broker load the new queue, and the load (held here until `a` is committed) already has

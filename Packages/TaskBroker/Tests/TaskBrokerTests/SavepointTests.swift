@@ -7,7 +7,7 @@ import Testing
 
 /// Saves and deletes inside `database.write` that the caller rolls back to a savepoint: the
 /// transaction commits, but they are not part of it, and the brokers must not hear of them.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct SavepointTests {
     /// An action saved and rolled back to a savepoint was never stored: it must not run. It is
     /// saved ahead of `real` in the same queue, so had the broker heard of it, it would run first.

@@ -4,7 +4,7 @@ import TaskBroker
 import Testing
 
 /// YapTaskQueue's own test intents, in our API.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct SeedBehaviourTests {
     @Test(arguments: Backend.allCases) func oneActionIsHandled(_ backend: Backend) async throws {
         let store = try TestStore(backend)

@@ -3,7 +3,7 @@ import TaskBroker
 import Testing
 
 /// A broker started on a file that already holds work reads all its queues in a few scans.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct StartupLoadTests {
     @Test func aBrokerStartedOnManyStoredQueuesRunsEveryActionInOrderAndSkipsCompletedOnes() async throws {
         let directory = try TemporaryDirectory()

@@ -6,7 +6,7 @@ import Testing
 
 /// A failed read, claim or commit is retried with backoff: the queue keeps its place and its order,
 /// the failure is reported, and everything goes on once storage works again, without a restart.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct StorageFaultTests {
     /// A broker over `storage` that fails, with a manual clock for its retries (1 s, then 2 s).
     private func broker(

@@ -8,7 +8,7 @@ import Testing
 /// `TaskScheduler` on both backends, with a manual clock: each tick is enqueued once and run,
 /// missed ticks follow their schedule's policy across a restart, and neither a second scheduler
 /// nor a clock that jumps back enqueues a tick twice.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct TaskSchedulerTests {
     /// A multiple of 60 seconds since 1970: the ticks of `every(5 s)` and `every(60 s)` fall on it.
     let start = Date(timeIntervalSince1970: 1_800_000_000)

@@ -3,7 +3,7 @@ import TaskBroker
 import TaskBrokerTesting
 import Testing
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct TaskStorageConformanceTests {
     /// The lease of the PostgreSQL stores the shared checks run on.
     static let sharedLease: Duration = .seconds(6)

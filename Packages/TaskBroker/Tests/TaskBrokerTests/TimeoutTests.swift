@@ -7,7 +7,7 @@ import Testing
 /// `actionTimeout`: a run past its time limit is cancelled and counts as a failed attempt, retried
 /// after `retryBackoff`, up to `maxAttempts`; a callback handler that never completes is left
 /// behind, and its late completion changes nothing.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct TimeoutTests {
     @Test(arguments: Backend.allCases) func aRunPastItsTimeLimitIsCancelledRetriedAndThenADeadLetter(_ backend: Backend) async throws {
         let store = try TestStore(backend)

@@ -6,7 +6,7 @@ import Testing
 /// span of the same trace whose parent is the save's span; the outcome's span links to it. Both
 /// sides run in helper processes, each with swift-distributed-tracing's in-memory tracer
 /// bootstrapped (this test process keeps no global tracer).
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct TracingTests {
     @Test func aRunInAnotherProcessIsAChildOfTheSaveSpan() async throws {
         let folder = try TemporaryDirectory()

@@ -7,7 +7,7 @@ import Testing
 
 /// `saveIfAbsent` as users rely on it: once per key, also when several writers race, and inside
 /// the caller's own transaction.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct UniqueSaveTests {
     /// Two databases (two connection pools, as two processes have) save the same fifty keys at
     /// once: each key is stored once, and exactly one of the two saves of each reports it stored.

@@ -164,57 +164,6 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         return view
     }
 
-    func apply(_ changes: [TaskChange]) {
-        let since = time.elapsed()
-        let decoder = JSONDecoder()
-        var applied: [BrokerChange] = []
-        applied.reserveCapacity(changes.count)
-        var wakesLane = false
-        for change in changes {
-            switch change {
-            case .parallelReady(let queueNames):
-                // An empty name: queues a notification could not name.
-                wakesLane = wakesLane || queueNames.contains { $0.isEmpty || claimFilter($0) }
-                continue
-            case .external(let queueNames) where !storage.isShared:
-                // SQLite: another process's saves into this file, and queues an operator resumed,
-                // may hold plain parallel actions (the change journal names queues, not what
-                // changed in them). A shared backend reports those as `.parallelReady`, so that
-                // its queues' every change does not cost a claim.
-                wakesLane = wakesLane || queueNames.contains(where: claimFilter)
-            case .externalEverywhere:
-                wakesLane = true
-            default:
-                break
-            }
-            switch change {
-            case .saved(let task):
-                let action = try? decoder.decode(Handler.Action.self, from: task.payload)
-                applied.append(.saved(BrokerEntry(task: task, action: action.map { TypedActionBox($0) }, since: since)))
-            case .deleted(let task):
-                applied.append(.deleted(task))
-            case .completed(let task):
-                applied.append(.completed(task))
-            case .resumed(let queueNames, _):
-                applied.append(.resumed(queueNames))
-            case .purged(let queueName):
-                applied.append(.purged(queueName))
-            case .external(let queueNames):
-                applied.append(.reload(queueNames))
-            case .externalEverywhere(let storedQueues):
-                applied.append(.reloadEverything(storedQueues))
-            case .unowned(let queueNames):
-                applied.append(.unowned(queueNames))
-            case .spareCapacity(let pool, let room):
-                if pool == name { applied.append(.spareCapacityElsewhere(room: room)) }
-            case .parallelReady, .touched:
-                break
-            }
-        }
-        if wakesLane { lane?.wake() }
-        if !applied.isEmpty { mailbox.post(.changes(applied)) }
-    }
-
     // MARK: - The driver
 
     func run() async {
@@ -254,7 +203,9 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             machine.now = time.elapsed()
             machine.handle([.start(initialQueues, listedThrough: listedThrough)], into: &outputs)
             var done = perform(&outputs, timers: &timers, releases: &releases, group: &group)
-            while !done, let inputs = await mailbox.next() {
+            while !done, let posted = await mailbox.next() {
+                // Changes heard on the committing thread are decoded here, on the broker's task.
+                let inputs = decodingCommitted(posted)
                 // A timer that fired is done: drop it here (the machine only forgets its purpose).
                 // Kept, every timed retry cost a timer for the life of the broker: ~3 MB a minute in
                 // the soak's worker.

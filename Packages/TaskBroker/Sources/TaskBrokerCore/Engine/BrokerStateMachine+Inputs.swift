@@ -25,6 +25,10 @@ extension BrokerStateMachine {
         case loadFailed([String], message: String)
         /// Committed changes, in commit order.
         case changes([BrokerChange])
+        /// Committed changes as a listener of the database heard them, at `heardAt`: the engine
+        /// decodes their saved actions on its own task (a listener runs no user code) and hands
+        /// the machine ``changes(_:)`` in their place. The machine never sees this input.
+        case committed([TaskChange], heardAt: Duration)
         /// The claim of these heads answered, one result per head.
         case claimed([StoredTask], results: [TaskClaimResult], sentAt: Duration = .zero)
         /// The claim of these heads failed.

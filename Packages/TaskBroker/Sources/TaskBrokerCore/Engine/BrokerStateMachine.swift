@@ -282,6 +282,8 @@ struct BrokerStateMachine {
             for change in changes {
                 apply(change, into: &out)
             }
+        case .committed:
+            assertionFailure("the engine hands the machine `changes` in place of `committed`")
         case .claimed(let heads, let results, let sentAt):
             claimed(heads, results: results, sentAt: sentAt, into: &out)
         case .claimFailed(let heads, let message):
