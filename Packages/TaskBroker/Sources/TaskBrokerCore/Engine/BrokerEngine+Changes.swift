@@ -39,20 +39,21 @@ extension BrokerEngine {
         if !posted.isEmpty { mailbox.post(.committed(posted, heardAt: time.elapsed())) }
     }
 
-    /// The inputs with each `committed` replaced by the machine's `changes`, their saved actions
-    /// decoded as the handler's type (an action that does not decode is kept undecoded: the
+    /// The inputs with each `committed` (as `apply(_:)` filtered it) replaced by the machine's
+    /// `changes`, their saved actions decoded as the handler's type (an action that does not decode is kept undecoded: the
     /// machine pauses it when it comes to run).
     func decodingCommitted(_ inputs: [BrokerStateMachine.Input]) -> [BrokerStateMachine.Input] {
         guard inputs.contains(where: { if case .committed = $0 { true } else { false } }) else { return inputs }
         let decoder = JSONDecoder()
         return inputs.map { input in
             guard case .committed(let changes, let heardAt) = input else { return input }
-            return .changes(changes.compactMap { change in Self.brokerChange(change, heardAt: heardAt, pool: name, decoder: decoder) })
+            return .changes(changes.compactMap { change in Self.brokerChange(change, heardAt: heardAt, decoder: decoder) })
         }
     }
 
-    /// What a committed change means to the state machine (`nil`: nothing).
-    private static func brokerChange(_ change: TaskChange, heardAt: Duration, pool: String, decoder: JSONDecoder) -> BrokerChange? {
+    /// What a committed change that `apply(_:)` posted means to the state machine (`nil`: the
+    /// changes it does not post).
+    private static func brokerChange(_ change: TaskChange, heardAt: Duration, decoder: JSONDecoder) -> BrokerChange? {
         switch change {
         case .saved(let task):
             let action = try? decoder.decode(Handler.Action.self, from: task.payload)
@@ -71,8 +72,8 @@ extension BrokerEngine {
             return .reloadEverything(storedQueues)
         case .unowned(let queueNames):
             return .unowned(queueNames)
-        case .spareCapacity(let other, let room):
-            return other == pool ? .spareCapacityElsewhere(room: room) : nil
+        case .spareCapacity(_, let room):
+            return .spareCapacityElsewhere(room: room)
         case .parallelReady, .touched:
             return nil
         }

@@ -25,8 +25,8 @@ extension TaskDatabase {
         if storage.isShared {
             try await hub.retainFeed(storage)
             release = { hub.releaseFeed() }
-        } else if let local = storage as? any MachineLocalStorage {
-            release = try await local.watchOtherProcesses()
+        } else if let machineLocal {
+            release = try await machineLocal.watchOtherProcesses()
         } else {
             release = {}
         }

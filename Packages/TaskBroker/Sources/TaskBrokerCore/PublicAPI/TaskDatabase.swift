@@ -21,6 +21,8 @@ public final class TaskDatabase: Sendable {
     /// What every `TaskDatabase` on this storage in this process shares: the brokers' claims and
     /// the change notifications.
     package let hub: DatabaseHub
+    /// The backend as a store of one machine's processes (the SQLite file), if it is one.
+    let machineLocal: (any MachineLocalStorage)?
     var registry: ClaimRegistry { hub.registry }
 
     /// Wraps a backend (an in-memory fake, or another database).
@@ -28,7 +30,8 @@ public final class TaskDatabase: Sendable {
     /// - Parameter storage: The backend.
     public init(storage: any TaskStorage) {
         self.storage = storage
-        self.hub = (storage as? any MachineLocalStorage)?.hub ?? DatabaseHub()
+        self.machineLocal = storage as? any MachineLocalStorage
+        self.hub = machineLocal?.hub ?? DatabaseHub()
     }
 
     /// Registers a broker: in this process (no other broker of the same name or an overlapping
@@ -57,12 +60,12 @@ public final class TaskDatabase: Sendable {
             }
             return BrokerRegistration(brokerID: brokerID, claim: claim, hub: hub, feeds: true, names: names)
         }
-        guard let local = storage as? any MachineLocalStorage else {
+        guard let machineLocal else {
             return BrokerRegistration(brokerID: brokerID, claim: claim, hub: hub)
         }
         let release: @Sendable () -> Void
         do {
-            release = try await local.lockBroker(claim)
+            release = try await machineLocal.lockBroker(claim)
         } catch {
             registry.unregister(brokerID)
             throw error
@@ -75,7 +78,7 @@ public final class TaskDatabase: Sendable {
     /// backend announced them from the commit (``MachineLocalStorage``: in commit order, which
     /// this call, made after the write returned, cannot promise).
     package func publish(_ changes: [TaskChange]) {
-        guard !storage.isShared, !(storage is any MachineLocalStorage) else { return }
+        guard !storage.isShared, machineLocal == nil else { return }
         hub.publish(changes)
     }
 
