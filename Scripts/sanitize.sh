@@ -65,6 +65,8 @@ status=0
 # 20) with every thread's backtrace, instead of holding CI. (Not line-buffered as in test-all:
 # stdbuf works by preloading a library, and AddressSanitizer's runtime must load first.)
 minutes="${TEST_MINUTES:-20}"
+# At most TEST_WIDTH (default 8) tests at a time in the parallel runs, as in test-all.
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${TEST_WIDTH:-8}"
 run() {
     echo "=== test-$short: swift test $* ($(( $(date +%s) - start ))s elapsed)"
     Scripts/watchdog.sh $((minutes * 60)) "test-$short: swift test $*" env LD_PRELOAD="${preload:-}" \

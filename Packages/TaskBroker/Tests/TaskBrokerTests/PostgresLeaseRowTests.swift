@@ -122,10 +122,13 @@ struct PostgresLockOrderTests {
 struct PostgresKeptLeaseTests {
     @Test func aKeptLeaseIsExtendedOnlyWhenLessThanElevenTwelfthsOfItIsLeft() async throws {
         let store = try TestStore(.postgres)
-        let database = try await store.open(leaseDuration: .seconds(60))
+        // Ten minutes: the first finish must come while eleven twelfths of the lease are left, that
+        // is within 50 s of the claim, a margin that a stall of a loaded machine stays inside.
+        let leaseDuration: Duration = .seconds(600)
+        let database = try await store.open(leaseDuration: leaseDuration)
         let storage = database.storage
         let saved = try await storage.save((0..<4).map { NewTask(key: "a\($0)", collection: "c", queueName: "q", payload: Data()) })
-        #expect(try await storage.claim([saved[0]], owner: "w", leaseDuration: .seconds(60)) == [.granted])
+        #expect(try await storage.claim([saved[0]], owner: "w", leaseDuration: leaseDuration) == [.granted])
         let queueTable = "\"\(store.schema)\".queue"
         /// The lease's epoch, its row version and the seconds it has left.
         func lease() async throws -> (epoch: Int64, version: String, left: Double) {
@@ -141,23 +144,23 @@ struct PostgresKeptLeaseTests {
         let claimed = try await lease()
 
         // Nearly the whole lease is left: the row is not written, the epoch stays.
-        let first = try await storage.finish([.completed(saved[0])], claimingNext: ["q": saved[1]], owner: "w", leaseDuration: .seconds(60))
+        let first = try await storage.finish([.completed(saved[0])], claimingNext: ["q": saved[1]], owner: "w", leaseDuration: leaseDuration)
         #expect(first.continued == ["q"])
         let kept = try await lease()
         #expect(kept.epoch == claimed.epoch && kept.version == claimed.version, "the row was locked, not rewritten")
 
         // Half the lease is left: the next finish extends it to a full lease, under the same epoch.
         try await database.write { tx in
-            try await tx.execute(PostgresQuery(unsafeSQL: "UPDATE \(queueTable) SET expires_at = clock_timestamp() + interval '30 seconds' WHERE name = 'q'"))
+            try await tx.execute(PostgresQuery(unsafeSQL: "UPDATE \(queueTable) SET expires_at = clock_timestamp() + interval '300 seconds' WHERE name = 'q'"))
         }
-        let second = try await storage.finish([.completed(saved[1])], claimingNext: ["q": saved[2]], owner: "w", leaseDuration: .seconds(60))
+        let second = try await storage.finish([.completed(saved[1])], claimingNext: ["q": saved[2]], owner: "w", leaseDuration: leaseDuration)
         #expect(second.continued == ["q"])
         let extended = try await lease()
         #expect(extended.epoch == claimed.epoch)
-        #expect(extended.left > 55, "extended to a full lease: \(extended.left) s left")
+        #expect(extended.left > 550, "extended to a full lease: \(extended.left) s left")
 
         // The last completion with no next head releases the lease.
-        #expect(try await storage.finish([.completed(saved[2])], claimingNext: [:], owner: "w", leaseDuration: .seconds(60)) == TaskFinishReport())
+        #expect(try await storage.finish([.completed(saved[2])], claimingNext: [:], owner: "w", leaseDuration: leaseDuration) == TaskFinishReport())
         #expect(try await lease().left <= 0, "released")
     }
 }

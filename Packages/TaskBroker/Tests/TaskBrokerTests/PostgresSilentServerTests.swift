@@ -17,9 +17,10 @@ struct PostgresSilentServerTests {
         let store = try TestStore(.postgres)
         let log = LogRecorder()
         var configuration = try store.postgresConfiguration()
-        // 5 s: short for the test, long enough for the setup's own operations on a loaded machine
-        // (with 2 s, recording the broker timed out once in CI before any connection was stopped).
-        configuration.operationTimeout = .seconds(5)
+        // 15 s: short for the test's time limit, and long enough for the setup's own operations
+        // on a loaded machine, where recording the broker has taken over 5 s before any
+        // connection was stopped.
+        configuration.operationTimeout = .seconds(15)
         configuration.logger = Logger(label: "pool", factory: { _ in log })
         let worker = try await TaskDatabase.postgres(configuration: configuration)
         let handler = RecordingHandler<TestAction>()
