@@ -30,36 +30,14 @@ extension BrokerStateMachine {
         var pausedByOperator = false
         /// The sticky head: the action taken to run; it stays first until it succeeds.
         var held: BrokerEntry?
-        /// Whether `held` is claimed, running or having its outcome stored.
-        var inFlight = false
+        /// Where the queue stands with the broker's slots and its lease (see ``Slot``).
+        var slot = Slot.free
         /// The timer of `held`'s timed retry.
         var timer: UInt64?
         /// Set while the queue is read; the queue runs nothing until it is read.
         var load: Load?
         /// The newest revision a read of this queue saw: a save no newer is already reflected.
         var loadedThrough: Int64 = 0
-        /// Waiting for a claim to be tried again.
-        var blocked = false
-        /// Another worker holds the queue's lease: the timer that claims its head again once the
-        /// lease may have expired (a change to the queue reads it at once).
-        var leaseWait: UInt64?
-        /// The lease was lost while `held` was in flight: read the queue again once its outcome arrives.
-        var released = false
-        /// Storage found `held` deleted or replaced when its outcome was stored: discard the outcome
-        /// and read the queue again.
-        var outdated = false
-        /// The finish of `held` also claimed the queue's next head (`continued`), sent at `continuedAt`.
-        var continued = false
-        var continuedAt: Duration = .zero
-        /// The head claimed with its predecessor's outcome: it starts without a claim while it is
-        /// still the head and its claim is young (see `Configuration.nextHeadLifetime`).
-        var nextClaim: NextClaim?
-        /// A finish kept the queue's lease for its next head (`continued`), and the queue has not been
-        /// claimed since: the broker may hold the lease with nothing in flight, also once `nextClaim`
-        /// is spent or was never recorded (the queue was being read, or its head changed). A
-        /// stopping broker lets such leases go, so that other workers need not wait for them to
-        /// expire. (An idle queue is forgotten all the same: its lease then expires.)
-        var keptLease = false
         /// Read because its claim found the head changed: the queue had its turn in the line, so
         /// once read it takes its turn again first, not at the back (see `loaded`). Not when the
         /// claim that found the change had gone first already (`wentFirst`): a head replaced
@@ -70,13 +48,6 @@ extension BrokerStateMachine {
         /// shows the pause cleared.
         var pausedWhenRestarted = false
         var wentFirst = false
-        /// Read the queue again once the outcome in flight is stored: storage may already hold a
-        /// newer state than that outcome will leave in memory (a restart heard while the action
-        /// ran, possibly committed after its outcome; a read that showed the outcome committed).
-        var readAfterOutcome = false
-        /// The action in flight lets the queue go with its outcome for another worker of the pool
-        /// (`sharing`): once stored, the queue is not claimed here again for a while.
-        var letGo = false
 
         struct NextClaim {
             var id: BrokerActionID
@@ -103,8 +74,7 @@ extension BrokerStateMachine {
         /// Nothing to run, read, claim, store or wait for: the queue may be forgotten, and read
         /// again when it changes.
         var isIdle: Bool {
-            pending == 0 && load == nil && !inFlight && timer == nil && !blocked && leaseWait == nil
-                && !released && !outdated && !continued && nextClaim == nil && !truncated && append == nil
+            pending == 0 && load == nil && slotIsIdle && timer == nil && !truncated && append == nil
         }
 
         /// Everything read has run, storage holds more, and no read ahead is under way (one
@@ -113,17 +83,10 @@ extension BrokerStateMachine {
             truncated && load == nil && append == nil && !inFlight && pending == 0
         }
 
-        /// The finish of the action in flight, sent at `sentAt`, also claimed the next head.
-        mutating func markContinued(sentAt: Duration) {
-            guard inFlight else { return }
-            continued = true
-            continuedAt = sentAt
-        }
-
         /// Whether the head may be taken now (see `markReady`). Mutating only so that it is called
         /// in place (``BrokerStateMachine/inPlace(_:_:)``), without copying the queue.
         mutating func isRunnable() -> Bool {
-            guard load == nil, !inFlight, !blocked, leaseWait == nil, !pausedByOperator, pending > 0 else { return false }
+            guard load == nil, mayTakeSlot, !pausedByOperator, pending > 0 else { return false }
             return held?.task.pause == nil
         }
 
@@ -143,19 +106,14 @@ extension BrokerStateMachine {
         /// the queue may be forgotten like an idle one. The schedule wakes the first
         /// (``BrokerStateMachine/woke(_:into:)``), the change that resumes it the second.
         func isParked(dueBy: Date) -> Bool {
-            load == nil && !inFlight && timer == nil && !blocked && leaseWait == nil && !released && !outdated
-                && !continued && nextClaim == nil && append == nil && (pausedByOperator || notDueHead(dueBy: dueBy) != nil)
+            load == nil && slotIsIdle && timer == nil && append == nil
+                && (pausedByOperator || notDueHead(dueBy: dueBy) != nil)
         }
 
         /// Whether the sticky head is this version of this action (compared in place, without
         /// copying the entry).
         func holds(_ task: StoredTask) -> Bool {
             held?.task.isVersion(of: task) ?? false
-        }
-
-        /// Forgets the next head's claim if `token` is the timer that started with it.
-        mutating func dropNextClaim(startedBy token: UInt64) {
-            if nextClaim?.timer == token { nextClaim = nil }
         }
 
         /// The head after the sticky head, if it may be claimed with the sticky head's outcome.

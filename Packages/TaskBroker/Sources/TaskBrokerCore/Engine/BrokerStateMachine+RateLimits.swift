@@ -46,8 +46,7 @@ extension BrokerStateMachine {
     mutating func parkForStart(_ queueName: String, into out: inout [Output]) {
         guard var state = queues.removeValue(forKey: queueName) else { return }
         if state.inFlight {
-            endFlight(&state)
-            if configuration.claimsHeads { state.keptLease = true }
+            endFlight(&state, to: configuration.claimsHeads ? .kept(nil) : .free)
         }
         queues[queueName] = state
     }

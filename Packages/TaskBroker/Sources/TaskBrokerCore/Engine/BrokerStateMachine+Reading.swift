@@ -54,7 +54,7 @@ extension BrokerStateMachine {
                 // Its outcome is already committed (attempts or pause changed), and what followed it
                 // may be too: the outcome, once reported, would overwrite that. Read again after it.
                 if list[index].task.attempts != held.task.attempts || list[index].task.pause != held.task.pause {
-                    state.readAfterOutcome = true
+                    state.updateFlight { $0.readAfterOutcome = true }
                 }
                 list.remove(at: index)  // the version in flight
             } else {
@@ -140,10 +140,10 @@ extension BrokerStateMachine {
         if let leaseWait = state.leaseWait {
             // The queue changed: another worker may have let it go. Read it and claim again.
             cancelTimer(leaseWait, into: &out)
-            state.leaseWait = nil
+            state.endLeaseWait()
         }
         // Read again, the queue's head is claimed again before it runs.
-        state.nextClaim = nil
+        state.forgetNextClaim()
         readAgain(&state, queueName)
         queues[queueName] = state
     }
@@ -166,7 +166,7 @@ extension BrokerStateMachine {
             // the queue's next head is claimed, instead of waiting for the lease to expire.
             if let leaseWait = queues[task.queueName]?.leaseWait {
                 cancelTimer(leaseWait, into: &out)
-                inPlace(task.queueName) { $0.leaseWait = nil }
+                inPlace(task.queueName) { $0.endLeaseWait() }
                 markReady(task.queueName)
             }
             apply(.deleted(task), into: &out)
@@ -187,7 +187,7 @@ extension BrokerStateMachine {
                 guard let state = queues[queueName] else { continue }
                 // Heard while an action runs: the restart may have been committed after that
                 // action's outcome (which pauses the queue in memory once reported stored).
-                if state.inFlight { queues[queueName]?.readAfterOutcome = true }
+                if state.inFlight { inPlace(queueName) { $0.updateFlight { $0.readAfterOutcome = true } } }
                 if state.load != nil {
                     if state.held?.task.pause != nil { queues[queueName]?.pausedWhenRestarted = true }
                     queues[queueName]?.load?.buffered.append(.resumed([queueName]))
@@ -211,7 +211,7 @@ extension BrokerStateMachine {
             state.head = 0
             state.truncated = false
             state.append = nil
-            state.nextClaim = nil
+            state.forgetNextClaim()
             if let held = state.held {
                 if locations[held.id] == queueName { locations[held.id] = nil }
                 state.held = nil  // if it is in flight, its outcome is discarded
@@ -351,7 +351,7 @@ extension BrokerStateMachine {
             return
         }
         // The outcome in flight was refused; `stored` reads the queue again when it arrives.
-        state.released = true
+        state.updateFlight { $0.leaseLost = true }
         queues[queueName] = state
     }
 }

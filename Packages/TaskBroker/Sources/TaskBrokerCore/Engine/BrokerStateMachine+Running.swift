@@ -15,19 +15,23 @@ extension BrokerStateMachine {
         while running < configuration.maxConcurrentQueues, let queueName = ready.popFirst() {
             guard var state = queues.removeValue(forKey: queueName) else { continue }
             if let pick = take(from: &state, queueName, into: &out) {
-                state.inFlight = true
+                // The next head's claim, used or not, is spent: a head that is not the one claimed
+                // needs a claim of its own (the lease is this broker's, so it is granted unless
+                // something changed). The kept lease is in use again: what happens to it now
+                // follows the run or claim.
+                let nextClaim = state.nextClaim
+                guard state.beginFlight() else {
+                    refusedTransitions += 1
+                    queues[queueName] = state
+                    continue
+                }
                 running += 1
                 readAheadIfLow(&state, queueName)
-                if let next = state.nextClaim, next.id == pick.id, next.revision == pick.task.revision, now < next.deadline {
+                if let next = nextClaim, next.id == pick.id, next.revision == pick.task.revision, now < next.deadline {
                     claimed.append(pick)
                 } else {
                     picks.append(pick)
                 }
-                // Used or not, it is spent: a head that is not the one claimed needs a claim of
-                // its own (the lease is this broker's, so it is granted unless something changed).
-                // The kept lease is in use again: what happens to it now follows the run or claim.
-                state.nextClaim = nil
-                state.keptLease = false
             }
             queues[queueName] = state
         }
@@ -48,7 +52,7 @@ extension BrokerStateMachine {
         // runs: the finish lets this queue go (and announces it), so that either may claim it.
         if sharingBudget > 0, running >= configuration.maxConcurrentQueues, !ready.isEmpty {
             sharingBudget -= 1
-            inPlace(queueName) { $0.letGo = true }
+            inPlace(queueName) { $0.updateFlight { $0.letGo = true } }
             return nil
         }
         let dueBy = dueBy
@@ -57,7 +61,7 @@ extension BrokerStateMachine {
 
     /// The queue's head if it may run now; moves the first waiting action to the sticky head.
     mutating func take(from state: inout Queue, _ queueName: String, into out: inout [Output]) -> BrokerEntry? {
-        guard state.load == nil, !state.inFlight, !state.blocked, state.leaseWait == nil, !state.pausedByOperator else { return nil }
+        guard state.load == nil, state.mayTakeSlot, !state.pausedByOperator else { return nil }
         if state.held == nil, state.head < state.waiting.count {
             // Saved to run later: not yet (see `markReady`, which wakes the queue then).
             if let notBefore = state.notDueHead(dueBy: dueBy) {
@@ -127,22 +131,21 @@ extension BrokerStateMachine {
             let queueName = head.queueName
             guard var state = queues.removeValue(forKey: queueName) else { continue }
             defer { queues[queueName] = state }
-            guard state.inFlight else { continue }
+            guard let flight = state.flight else { continue }
             let wentFirst = state.wentFirst
             state.wentFirst = false
             let result = index < results.count ? results[index] : .changed
             guard let held = state.held, held.id == BrokerActionID(head), held.task.revision == head.revision,
-                  !state.released, phase == .running else {
+                  !flight.leaseLost, phase == .running else {
                 // Deleted, replaced or released while the claim ran, or the broker is stopping: not started.
                 // A lease granted to a running broker is claimed again with the queue's new head (or
                 // expires if nothing is left to run); a stopping broker lets its leases go at once,
                 // or other workers would wait a whole lease for the queues it claimed as it stopped.
                 endFlight(&state)
-                if state.released {
-                    // The lease was reported lost while the claim ran: no outcome will come to
-                    // clear the mark (the head never started), and what the broker knows of the
-                    // queue may be stale. Read it again; its head is claimed anew after.
-                    state.released = false
+                if flight.leaseLost {
+                    // The lease was reported lost while the claim ran: the head never started, and
+                    // what the broker knows of the queue may be stale. Read it again; its head is
+                    // claimed anew after.
                     readAgain(&state, queueName)
                 }
                 notStarted.append(queueName)
@@ -165,8 +168,7 @@ extension BrokerStateMachine {
             case .heldElsewhere(let until):
                 // Another worker runs the queue: wait for its lease to expire (it dies) or for the
                 // queue to change, then read it again.
-                endFlight(&state)
-                state.leaseWait = startTimer(.leaseExpiry(queueName, first: true), .until(until), into: &out)
+                endFlight(&state, to: .leaseWait(timer: startTimer(.leaseExpiry(queueName, first: true), .until(until), into: &out)))
                 refusedSinceAsk = true
             }
         }
@@ -198,9 +200,8 @@ extension BrokerStateMachine {
         for task in tasks {
             guard var state = queues.removeValue(forKey: task.queueName) else { continue }
             if state.inFlight, state.holds(task) {
+                // A lease reported lost meanwhile ends with the flight: no outcome will come.
                 endFlight(&state)
-                // A lease reported lost meanwhile: no outcome will come to clear the mark.
-                state.released = false
                 readAgain(&state, task.queueName)
                 out.append(.emit(.leaseLost(queueName: task.queueName, key: task.key, collection: task.collection)))
             }
@@ -214,8 +215,7 @@ extension BrokerStateMachine {
         for head in heads {
             guard var state = queues.removeValue(forKey: head.queueName) else { continue }
             if state.inFlight {
-                endFlight(&state)
-                state.blocked = true
+                endFlight(&state, to: .claimRetry)
                 names.append(head.queueName)
             }
             queues[head.queueName] = state
@@ -242,19 +242,16 @@ extension BrokerStateMachine {
                 queues[queueName] = state
                 continue
             }
-            endFlight(&state)
-            let readAfterOutcome = state.readAfterOutcome
-            state.readAfterOutcome = false
-            let continued = state.continued
-            state.continued = false
-            let letGo = state.letGo
-            state.letGo = false
+            let flight = endFlight(&state)
+            let readAfterOutcome = flight.readAfterOutcome
+            let continued = flight.continuedAt != nil
+            let letGo = flight.letGo
             if continued, phase != .running { unused.append(queueName) }
             // A read of the queue under way began before this outcome was committed: it may still
             // show the action as it was (run again after a success, or with its old attempts).
             // Its answer is dropped and the queue read again.
             if state.load?.inProgress == true { state.load?.again = true }
-            if state.released {
+            if flight.leaseLost {
                 // Another worker took the queue over while the action ran: the outcome was not
                 // stored (the other worker runs the action). What this broker knew of the queue is
                 // stale: read it again. A read already under way is kept (it reads again once it
@@ -271,9 +268,8 @@ extension BrokerStateMachine {
                 out.append(.emit(.leaseLost(queueName: queueName, key: task.key, collection: task.collection)))
                 continue
             }
-            if state.outdated {
+            if flight.outdated {
                 // Storage had a newer state of the queue than this broker: nothing was stored.
-                state.outdated = false
                 if let held = state.held, held.id == BrokerActionID(task), held.task.revision == task.revision {
                     if locations[held.id] == queueName { locations[held.id] = nil }
                     state.held = nil
@@ -313,20 +309,21 @@ extension BrokerStateMachine {
                     // here again for a twelfth of the lease unless the queue changes. Without it this
                     // worker, whose line soon reached the queue again, took it back before the asker
                     // could (300,000 actions, 2 processes: 9,600 and 290,400).
-                    state.leaseWait = startTimer(.leaseExpiry(queueName, first: false), .after(configuration.nextHeadLifetime), into: &out)
+                    state.slot = .leaseWait(timer: startTimer(.leaseExpiry(queueName, first: false), .after(configuration.nextHeadLifetime), into: &out))
                 }
                 // The finish claimed the next head: it starts without a claim if it is still the head
                 // when its turn in the ready line comes (changes may arrive meanwhile).
-                if continued, phase == .running {
-                    state.keptLease = true
+                if let continuedAt = flight.continuedAt, phase == .running {
+                    var nextClaim: Queue.NextClaim?
                     if let next = outcome.next, state.load == nil, state.head < state.waiting.count,
                        state.waiting[state.head].task.isVersion(of: next) {
-                        state.nextClaim = Queue.NextClaim(
+                        nextClaim = Queue.NextClaim(
                             id: BrokerActionID(next), revision: next.revision, timer: 0,
-                            deadline: state.continuedAt + configuration.nextHeadLifetime
+                            deadline: continuedAt + configuration.nextHeadLifetime
                         )
                         continuing.append(queueName)
                     }
+                    state.slot = .kept(nextClaim)
                 }
                 queues[queueName] = state
                 out.append(.emit(.succeeded(queueName: queueName, key: task.key, collection: task.collection)))
@@ -350,7 +347,7 @@ extension BrokerStateMachine {
             for queueName in continuing {
                 // In place: `queues[queueName]?.nextClaim?.timer = token` copied the whole queue
                 // (~2 % of the engine's CPU per action in a burn-down; see `inPlace`).
-                inPlace(queueName) { $0.nextClaim?.timer = token }
+                inPlace(queueName) { $0.setNextClaimTimer(token) }
             }
         }
         if !unused.isEmpty { out.append(.release(unused)) }

@@ -50,7 +50,7 @@ extension BrokerStateMachine {
             }
         case .retryClaim(let queueNames):
             for queueName in queueNames {
-                queues[queueName]?.blocked = false
+                inPlace(queueName) { $0.endClaimRetry() }
                 markReady(queueName)
             }
         case .retryStore(let outcomes):
@@ -71,8 +71,7 @@ extension BrokerStateMachine {
             // behind the line's claims and completions, added up to 0.7 s to a takeover in the
             // crash test. A queue this worker let go for another worker of the pool (`first:
             // false`) goes to the back instead.
-            guard queues[queueName]?.leaseWait == token else { return }
-            queues[queueName]?.leaseWait = nil
+            guard inPlace(queueName, { $0.endLeaseWait(timer: token) }) == true else { return }
             markReady(queueName, first: first)
         case .sharingEnds:
             if sharing == token {
@@ -91,9 +90,16 @@ extension BrokerStateMachine {
 
     // MARK: - Helpers
 
-    mutating func endFlight(_ state: inout Queue) {
-        state.inFlight = false
+    /// Ends a queue's flight (inFlight → `next`) and frees its slot; returns what happened in flight.
+    /// A queue with nothing in flight is left as it is (a refused transition).
+    @discardableResult
+    mutating func endFlight(_ state: inout Queue, to next: Queue.Slot = .free) -> Queue.Flight {
+        guard let flight = state.endFlight(to: next) else {
+            refusedTransitions += 1
+            return Queue.Flight()
+        }
         running -= 1
+        return flight
     }
 
     /// Puts a queue at the back of the ready line (at its front when `first`) if its head may

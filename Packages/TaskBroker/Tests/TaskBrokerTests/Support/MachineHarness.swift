@@ -3,6 +3,7 @@ import QueueRetry
 @testable import TaskBrokerCore
 @testable import TaskBrokerSQLite
 import TaskBroker
+import Testing
 
 /// Drives a ``BrokerStateMachine`` without I/O: feed inputs, read the outputs.
 struct MachineHarness {
@@ -27,10 +28,12 @@ struct MachineHarness {
         )
     }
 
-    /// Feeds inputs as one batch.
+    /// Feeds inputs as one batch, and checks that the machine moved no queue's slot in a way its
+    /// transitions refuse (``BrokerStateMachine/refusedTransitions``).
     mutating func send(_ inputs: Input...) -> [Output] {
         var out: [Output] = []
         machine.handle(inputs, into: &out)
+        #expect(machine.refusedTransitions == 0, "the machine tried a move of a queue's slot that its transitions refuse")
         return out
     }
 
