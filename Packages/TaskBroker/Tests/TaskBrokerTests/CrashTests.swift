@@ -11,20 +11,22 @@ struct CrashTests {
         let databasePath = directory.path("tasks.sqlite")
         let logPath = directory.path("log.txt")
         let queues = 6
-        // Enough work that 40 kills always land before the helper drains the queues, even when a
-        // loaded machine lets the helper run far ahead of this test's reading of its output (240
-        // actions once gave only 35 kills).
-        let perQueue = 200
-        do {
+        // 200 actions per queue, and 100 more each time the helper drains them before 40 kills
+        // landed: a loaded machine lets the helper run far ahead of this test's reading of its
+        // output (1,200 actions once gave only 18 kills).
+        var perQueue = 0
+        func enqueue(_ count: Int) async throws {
             let database = try await TaskDatabase.sqlite(path: databasePath)
             var actions: [CrashAction] = []
-            for index in 0..<perQueue {
+            for index in perQueue..<(perQueue + count) {
                 for queue in 0..<queues {
                     actions.append(CrashAction(key: "q\(queue)-\(index)", queueName: "crash-q\(queue)", index: index))
                 }
             }
             try await database.save(actions)
+            perQueue += count
         }
+        try await enqueue(200)
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         defer { try? log.close() }
@@ -33,7 +35,7 @@ struct CrashTests {
         var random = SplitMix64(state: seed)
         var kills = 0
         var drained = false
-        for _ in 0..<200 where !drained {
+        for _ in 0..<400 where !drained {
             try log.seekToEnd()
             try log.write(contentsOf: Data("run\n".utf8))
             try log.synchronize()
@@ -57,7 +59,13 @@ struct CrashTests {
                     break
                 }
             }
-            if drained { await run.waitForExit() }
+            if drained {
+                await run.waitForExit()
+                if kills < 40 {
+                    try await enqueue(100)
+                    drained = false
+                }
+            }
         }
         #expect(drained, "seed \(seed)")
         #expect(kills >= 40)

@@ -152,7 +152,10 @@ struct PostgresTwoProcessJobTests {
         let busiestSecond = times.indices.map { index in times[index...].prefix { $0 < times[index] + 1_000 }.count }.max() ?? 0
         print("rate limit 20/s shared by 2 processes: \(inTenSeconds) starts in 10 s (\(byWorker[0]) + \(byWorker[1])), busiest second \(busiestSecond)")
         #expect(inTenSeconds <= 201, "within 20 a second over 10 s: \(inTenSeconds)")
-        #expect(inTenSeconds >= 180, "at least 90 % of it used: \(inTenSeconds)")
+        // Used, not merely kept: a limit counted once per process, or each start counted twice,
+        // gives at most 100. Three quarters, not all of it: on a loaded 2-core machine each start
+        // waits for its grant's round trip to the server (156 once beside a build, 180 in CI).
+        #expect(inTenSeconds >= 150, "at least 75 % of it used: \(inTenSeconds)")
         #expect(byWorker.allSatisfy { $0 > 0 }, "both processes start actions: \(byWorker)")
     }
 

@@ -72,8 +72,9 @@ struct RunLaterTests {
             database: database, name: "h", handler: handler, configuration: .init(wallClock: { start }), clock: clock
         )
         #expect(await handler.handled.values(count: 1) == ["marker"])
-        let machineTimers = broker.engineView().timers
-        #expect(machineTimers == 1, "one timer for fifty waiting queues: \(machineTimers)")
+        // Beside the renewal of the running marker's lease (PostgreSQL).
+        let view = broker.engineView()
+        #expect(view.timers - view.renewalTimers == 1, "one timer for fifty waiting queues: \(view.timers) with \(view.renewalTimers) renewal")
         clock.advance(by: .seconds(1))
         #expect(await handler.handled.values(count: 2) == ["marker", "k1"])
         clock.advance(by: .seconds(1))

@@ -249,39 +249,23 @@ extension BrokerEngine {
         }
     }
 
-    /// Renews the leases of the running actions every third of the lease (counted from the start
-    /// of each renewal, which may take a while), until cancelled. A renewal that fails is tried
-    /// again a twelfth of the lease later (storage gives a renewal at most a quarter of the lease:
-    /// a third, a quarter and a twelfth leave a third of it); a lease another worker took over is
-    /// reported to the machine (the action's outcome will be refused).
-    func renewLeases() async {
-        let lease = leaseDuration
-        let interval = lease / 3
-        let retry = lease / 12
-        var wait = interval
+    /// Renews the leases of the queues the machine names (those whose action runs; it asks every
+    /// third of the lease, counted from the start of each renewal, and a twelfth of the lease after
+    /// one that failed), and tells the machine how long it took and which leases another worker
+    /// took over (their actions' outcomes will be refused).
+    func renew(_ queueNames: [String]) async {
         // Real time, not the injected clock: a lease expires on the database server's clock.
         let clock = ContinuousClock()
-        while true {
-            do {
-                try await Task.sleep(for: wait)
-            } catch {
-                return
+        let began = clock.now
+        do {
+            let lost = try await storage.renew(queueNames, owner: owner, leaseDuration: leaseDuration)
+            if !lost.isEmpty {
+                logger.warning("another worker took over \(lost.count) queue(s) whose action still runs here (\(Self.summary(lost))); their outcomes will not be stored")
             }
-            wait = interval
-            let running = Array(view().inFlight.keys)
-            guard !running.isEmpty else { continue }
-            let began = clock.now
-            do {
-                let lost = try await storage.renew(running, owner: owner, leaseDuration: lease)
-                wait = max(.zero, interval - (clock.now - began))
-                if !lost.isEmpty {
-                    logger.warning("another worker took over \(lost.count) queue(s) whose action still runs here (\(Self.summary(lost))); their outcomes will not be stored")
-                    mailbox.post(.leaseLost(lost))
-                }
-            } catch {
-                wait = retry
-                logger.error("could not renew the leases of \(running.count) running queue(s); trying again in \(retry): \(error)")
-            }
+            mailbox.post(.renewed(lost: lost, took: clock.now - began))
+        } catch {
+            logger.error("could not renew the leases of \(queueNames.count) running queue(s); trying again in \(leaseDuration / 12): \(error)")
+            mailbox.post(.renewFailed)
         }
     }
 }

@@ -33,6 +33,8 @@ struct BrokerView: Sendable {
     var machineTimers = 0
     /// Of `machineTimers`, those that end a head's pause (timed retries).
     var pauseTimers = 0
+    /// Of `machineTimers`, the one of the next lease renewal (shared backends, while actions run): 0 or 1.
+    var renewalTimers = 0
     /// Queues the broker keeps in memory.
     var queues = 0
     /// Claims of plain parallel actions sent so far.
@@ -181,7 +183,9 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 askInterval: leaseDuration / 3,
                 readsAheadBelow: max(1, configuration.readAhead) / 2,
                 wallClockAnchor: time.anchor,
-                rateLimits: configuration.rateLimits
+                rateLimits: configuration.rateLimits,
+                renewalInterval: storage.isShared ? leaseDuration / 3 : nil,
+                renewalRetry: leaseDuration / 12
             ),
             accepts: { queueName in
                 guard filter(queueName) else { return .refused }
@@ -196,9 +200,6 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             group.addTask { await self.committer.run() }
             if let lane {
                 group.addTask { await lane.run { claim in self.makeParallelRun(claim) } }
-            }
-            if storage.isShared {
-                group.addTask { await self.renewLeases() }
             }
             machine.now = time.elapsed()
             machine.handle([.start(initialQueues, listedThrough: listedThrough)], into: &outputs)
@@ -218,11 +219,13 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 let count = timers.count
                 let machineCount = machine.timers.count
                 let pauseCount = machine.pauseTimers
+                let renewalCount = if case .scheduled = machine.renewal { 1 } else { 0 }
                 let queueCount = machine.queues.count
                 currentView.withLock {
                     $0.timers = count
                     $0.machineTimers = machineCount
                     $0.pauseTimers = pauseCount
+                    $0.renewalTimers = renewalCount
                     $0.queues = queueCount
                 }
             }
@@ -276,20 +279,30 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             case .store(let outcomes):
                 let now = time.now()
                 committer.submit(outcomes.map { $0.stamped(at: now) })
+            case .renew(let queueNames):
+                group.addTask { await self.renew(queueNames) }
             case .startTimer(let token, let delay):
                 let timer = BrokerTimer()
                 timers[token] = timer
-                let duration: Duration
-                switch delay {
-                case .after(let after): duration = after
-                case .until(let date): duration = .timer(until: date, now: time.now())
-                }
-                // The deadline on the clock is fixed now, not when the child task starts sleeping.
-                let deadline = time.elapsed() + duration
+                // The deadline is fixed now, not when the child task starts sleeping.
                 let sleepUntilElapsed = time.sleepUntilElapsed
+                let sleep: @Sendable () async throws -> Void
+                switch delay {
+                case .after(let after):
+                    let deadline = time.elapsed() + after
+                    sleep = { try await sleepUntilElapsed(deadline) }
+                case .until(let date):
+                    let deadline = time.elapsed() + .timer(until: date, now: time.now())
+                    sleep = { try await sleepUntilElapsed(deadline) }
+                case .realTime(let after):
+                    // On the real clock, whatever clock the broker was given: a lease expires on
+                    // the database server's clock.
+                    let deadline = ContinuousClock.now + after
+                    sleep = { try await Task.sleep(until: deadline, clock: .continuous) }
+                }
                 let mailbox = self.mailbox
                 group.addTask {
-                    if await timer.sleep(using: { try await sleepUntilElapsed(deadline) }) {
+                    if await timer.sleep(using: sleep) {
                         mailbox.post(.timerFired(token))
                     }
                 }

@@ -47,6 +47,11 @@ extension BrokerStateMachine {
         /// Another worker took these queues over (shared backends): the outcome of the action in
         /// flight was not stored; read the queues again.
         case leaseLost([String])
+        /// The renewal the machine asked for (`renew`) answered after `took` (on the real clock):
+        /// the leases of `lost` were taken over by another worker.
+        case renewed(lost: [String], took: Duration)
+        /// The renewal the machine asked for failed (the engine logged why).
+        case renewFailed
         /// The actions in flight in these queues were deleted or replaced in storage before their
         /// outcome was stored (by another process: the change itself may still be on its way):
         /// nothing was stored for them; read the queues again.
@@ -96,6 +101,8 @@ extension BrokerStateMachine {
         case announceSpareCapacity(room: Int)
         /// Store these outcomes (through the committer); answer with `stored` or `storeFailed`.
         case store([BrokerOutcome])
+        /// Extend the leases of these queues (shared backends); answer with `renewed` or `renewFailed`.
+        case renew([String])
         /// Start a timer; answer with `timerFired` unless cancelled first.
         case startTimer(UInt64, TimerDelay)
         /// Cancel a timer.
@@ -121,6 +128,9 @@ extension BrokerStateMachine {
         case until(Date)
         /// After a duration (a storage retry).
         case after(Duration)
+        /// After a duration on the real clock, whatever clock the broker was given: a lease
+        /// expires on the database server's clock (renewals).
+        case realTime(Duration)
     }
 
     /// A queue's next actions to read: those stored after `after`, by position.

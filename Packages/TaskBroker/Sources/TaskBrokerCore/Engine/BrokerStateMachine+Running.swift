@@ -106,6 +106,7 @@ extension BrokerStateMachine {
                 continue
             }
             out.append(.emit(.started(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.nextAttempt)))
+            inPlace(task.queueName) { $0.updateFlight { $0.started = true } }
             if pick.action == nil {
                 // It cannot run: pause its queue until restarted, durably.
                 out.append(.emit(.undecodable(queueName: task.queueName, key: task.key, collection: task.collection)))

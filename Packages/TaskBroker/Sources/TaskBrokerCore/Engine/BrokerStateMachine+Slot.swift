@@ -52,6 +52,9 @@ extension BrokerStateMachine.Queue {
         /// The queue goes with its outcome to another worker of the pool (`sharing`): once stored,
         /// it is not claimed here again for a while.
         var letGo = false
+        /// The head started (it runs, or its outcome is being stored): renewals extend its lease
+        /// (see ``BrokerStateMachine/renewableQueues``).
+        var started = false
     }
 
     /// Whether the head holds one of the broker's slots.

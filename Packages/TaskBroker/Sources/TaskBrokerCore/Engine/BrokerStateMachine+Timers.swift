@@ -62,6 +62,8 @@ extension BrokerStateMachine {
         case .retrySchedule:
             schedule.finding = false
             findScheduled(into: &out)
+        case .renewal:
+            renewalDue(into: &out)
         case .leaseExpiry(let queueName, let first):
             // The lease may have expired (its holder died): claim the head again, first in the line.
             // Its action has waited since the dead holder claimed it, longer than any queue in the

@@ -64,6 +64,11 @@ struct BrokerStateMachine {
         var wallClockAnchor = Date(timeIntervalSince1970: 0)
         /// Limits on starts per period, by queue-name prefix (see ``RateGate``).
         var rateLimits: [TaskRateLimit] = []
+        /// How often the leases of running actions are renewed (shared backends: a third of the
+        /// lease), counted from the start of the previous renewal; `nil`: no leases to renew.
+        var renewalInterval: Duration?
+        /// How soon a failed renewal is tried again: a twelfth of the lease.
+        var renewalRetry: Duration = .seconds(1)
     }
 
     enum Phase: Equatable {
@@ -94,6 +99,8 @@ struct BrokerStateMachine {
         case wake
         /// Reading the schedule may be tried again.
         case retrySchedule
+        /// The leases of the running actions are due for renewal (``Renewal``).
+        case renewal
     }
 
     let configuration: Configuration
@@ -146,6 +153,8 @@ struct BrokerStateMachine {
     var refusedSinceAsk = false
     /// While set, this worker does not ask for queues again (`Configuration.askInterval`).
     var askPause: UInt64?
+    /// The renewal of the running actions' leases (shared backends).
+    var renewal = Renewal.idle
 
     /// Whether this broker runs a queue.
     enum Acceptance {
@@ -215,6 +224,7 @@ struct BrokerStateMachine {
             out.append(.readAhead(readAheadsToIssue))
         }
         readAheadsToIssue = []
+        scheduleRenewalIfDue(into: &out)
     }
 
     /// Forgets the queues with nothing to run, read, claim, store or wait for. The next limit is
@@ -311,6 +321,10 @@ struct BrokerStateMachine {
             for queueName in queueNames {
                 leaseLost(queueName, into: &out)
             }
+        case .renewed(let lost, let took):
+            renewed(lost: lost, took: took, into: &out)
+        case .renewFailed:
+            renewFailed(into: &out)
         case .outdated(let queueNames):
             for queueName in queueNames {
                 inPlace(queueName) { $0.updateFlight { $0.outdated = true } }
@@ -376,6 +390,7 @@ struct BrokerStateMachine {
         }
         timers = [:]
         pauseTimers = 0
+        renewal = .idle
     }
 }
 

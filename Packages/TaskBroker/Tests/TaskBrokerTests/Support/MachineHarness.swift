@@ -16,13 +16,15 @@ struct MachineHarness {
     init(
         maxConcurrentQueues: Int = 16, claimsHeads: Bool = false, keepsIdleQueuesUpTo: Int = 1024,
         accepts: @escaping (String) -> Bool = { _ in true }, forgets: @escaping ([String]) -> Void = { _ in },
-        acceptance: ((String) -> BrokerStateMachine.Acceptance)? = nil, wallClockAnchor: Date = Date(timeIntervalSince1970: 0)
+        acceptance: ((String) -> BrokerStateMachine.Acceptance)? = nil, wallClockAnchor: Date = Date(timeIntervalSince1970: 0),
+        renewalInterval: Duration? = nil
     ) {
         machine = BrokerStateMachine(
             configuration: .init(
                 maxConcurrentQueues: maxConcurrentQueues, claimsHeads: claimsHeads,
                 storageBackoff: Backoff(initial: .milliseconds(100), maximum: .seconds(1)),
-                nextHeadLifetime: .seconds(2), keepsIdleQueuesUpTo: keepsIdleQueuesUpTo, wallClockAnchor: wallClockAnchor
+                nextHeadLifetime: .seconds(2), keepsIdleQueuesUpTo: keepsIdleQueuesUpTo, wallClockAnchor: wallClockAnchor,
+                renewalInterval: renewalInterval, renewalRetry: .milliseconds(500)
             ),
             accepts: acceptance ?? { accepts($0) ? .runs : .refused }, forgets: forgets
         )
@@ -162,6 +164,13 @@ extension [BrokerStateMachine.Output] {
     var claims: [[String]] {
         compactMap { output in
             if case .claim(let heads) = output { return heads.map(\.key) }
+            return nil
+        }
+    }
+
+    var renewals: [[String]] {
+        compactMap { output in
+            if case .renew(let queueNames) = output { return queueNames }
             return nil
         }
     }
