@@ -73,4 +73,4 @@ release-check: setup
 	@Scripts/release-check.sh
 
 clean:
-	rm -rf Packages/*/.build Packages/*/Benchmarks/.build Integration/.build Sanitizers/.build* Fuzz/.build Fuzz/.corpus Fuzz/.artifacts
+	rm -rf .build-shared Packages/*/.build Packages/*/Benchmarks/.build Integration/.build Sanitizers/.build* Fuzz/.build Fuzz/.corpus Fuzz/.artifacts

@@ -20,7 +20,8 @@ for pkg in "${PACKAGES[@]}"; do
     dir=$(package_dir "$pkg")
     # Library targets, read from the manifest: regular targets that are not executables,
     # tests, macros or plugins.
-    targets=$(swift package --package-path "$dir" describe --type json 2>/dev/null | python3 -c '
+    scratch=$(build_dir "$pkg")
+    targets=$(swift package --package-path "$dir" --scratch-path "$scratch" describe --type json 2>/dev/null | python3 -c '
 import json, sys
 for target in json.load(sys.stdin)["targets"]:
     if target.get("type") == "library" and target.get("module_type") == "SwiftTarget":
@@ -29,7 +30,7 @@ for target in json.load(sys.stdin)["targets"]:
     echo "=== $pkg: documentation of $(echo $targets | sed 's/ /, /g') ($(( $(date +%s) - start ))s elapsed)"
     args=()
     for target in $targets; do args+=(--target "$target"); done
-    if ! swift package --package-path "$dir" generate-documentation "${args[@]}" --warnings-as-errors >"$log" 2>&1; then
+    if ! swift package --package-path "$dir" --scratch-path "$scratch" generate-documentation "${args[@]}" --warnings-as-errors >"$log" 2>&1; then
         grep -vE '^\[[0-9]+/[0-9]+\]' "$log" >&2
         echo "=== docs: $pkg: DocC failed (above)" >&2
         status=1
@@ -39,7 +40,7 @@ for target in json.load(sys.stdin)["targets"]:
     # Every public declaration written in our sources carries a documentation comment.
     identity=$(basename "$dir" | tr '[:upper:]' '[:lower:]')
     for target in $targets; do
-        found=("$dir"/.build/*/extracted-symbols/"$identity/$target")
+        found=("$scratch"/*/extracted-symbols/"$identity/$target")
         graphs="${found[0]}"
         [ -d "$graphs" ] || { echo "docs: $pkg: no symbol graph for $target" >&2; status=1; continue; }
         python3 - "$graphs" "$target" <<'EOF' || status=1

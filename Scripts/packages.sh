@@ -6,6 +6,21 @@ package_dir() {
     if [ "$1" = Integration ]; then echo Integration; else echo "Packages/$1"; fi
 }
 
+# The build folder of a package's debug builds (lint, tests, docs), for `--scratch-path`.
+# TaskBroker, TaskBrokerConsole and Integration share one: each is still built as a root package of
+# its own (its manifest, its resolution, its targets), but SwiftNIO, swift-crypto, postgres-nio and
+# the rest that all three depend on are compiled once, not three times (~12 minutes each on 2
+# cores). Each graph holds the one before it (Integration depends on TaskBrokerConsole, which
+# depends on TaskBroker), so building them in that order prunes no checkout. The others keep
+# their own `.build`.
+shared_build=".build-shared"
+build_dir() {
+    case "$1" in
+        TaskBroker | TaskBrokerConsole | Integration) echo "$shared_build" ;;
+        *) echo "$(package_dir "$1")/.build" ;;
+    esac
+}
+
 # Fails when a build log shows a warning in our code or from SwiftPM itself (an unused
 # dependency, say). Library targets already turn warnings into errors; this also covers
 # test code and manifests. Dependencies' own warnings are suppressed by SwiftPM.

@@ -10,11 +10,12 @@
 # It runs the debug build of queuekit, which `make test-all` has just built in CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source Scripts/packages.sh
 Scripts/setup.sh
 duration="${DURATION:-600}"
 echo "=== soak: building queuekit (debug)"
-swift build --package-path Integration --product queuekit
-bin="$(swift build --package-path Integration --show-bin-path)/queuekit"
+swift build --package-path Integration --scratch-path "$(build_dir Integration)" --product queuekit
+bin="$(swift build --package-path Integration --scratch-path "$(build_dir Integration)" --show-bin-path)/queuekit"
 folder=$(mktemp -d "${TMPDIR:-/tmp}/queuekit-soak.XXXXXX")
 cleanup() { rm -rf "$folder"; }
 if [ "${SOAK_DATABASE:-sqlite}" = postgres ]; then
