@@ -21,7 +21,7 @@ for pkg in "${PACKAGES[@]}"; do
     # Library targets, read from the manifest: regular targets that are not executables,
     # tests, macros or plugins.
     scratch=$(build_dir "$pkg")
-    targets=$(swift package --package-path "$dir" --scratch-path "$scratch" describe --type json 2>/dev/null | python3 -c '
+    targets=$(swift package --package-path "$dir" $(build_args "$pkg") describe --type json 2>/dev/null | python3 -c '
 import json, sys
 for target in json.load(sys.stdin)["targets"]:
     if target.get("type") == "library" and target.get("module_type") == "SwiftTarget":
@@ -30,7 +30,7 @@ for target in json.load(sys.stdin)["targets"]:
     echo "=== $pkg: documentation of $(echo $targets | sed 's/ /, /g') ($(( $(date +%s) - start ))s elapsed)"
     args=()
     for target in $targets; do args+=(--target "$target"); done
-    if ! swift package --package-path "$dir" --scratch-path "$scratch" generate-documentation "${args[@]}" --warnings-as-errors >"$log" 2>&1; then
+    if ! swift package --package-path "$dir" $(build_args "$pkg") generate-documentation "${args[@]}" --warnings-as-errors >"$log" 2>&1; then
         grep -vE '^\[[0-9]+/[0-9]+\]' "$log" >&2
         echo "=== docs: $pkg: DocC failed (above)" >&2
         status=1

@@ -93,7 +93,7 @@ if [ "${LINT_BUILD:-1}" != 0 ]; then
         echo "lint: building $pkg with its tests"
         # An import of a module that the target does not name as a dependency fails: in the shared
         # build folder (build_dir) another package's modules sit beside this one's.
-        if ! swift build --package-path "$(package_dir "$pkg")" --scratch-path "$(build_dir "$pkg")" --build-tests \
+        if ! swift build --package-path "$(package_dir "$pkg")" $(build_args "$pkg") --build-tests \
             --explicit-target-dependency-import-check error >"$log" 2>&1; then
             cat "$log"; fail "$pkg does not build"; continue
         fi

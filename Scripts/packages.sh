@@ -21,6 +21,16 @@ build_dir() {
     esac
 }
 
+# The options of every swift build, test or package command on a package's debug build folder
+# (word-split by the caller: no path here has a space). In the shared folder the build plan is
+# made anew for each root package: with SwiftPM's cached plan, `swift test` of one package ran
+# the test bundle of the package built before it.
+build_args() {
+    echo "--scratch-path $(build_dir "$1")"
+    [ "$(build_dir "$1")" = "$shared_build" ] && echo "--disable-build-manifest-caching"
+    return 0
+}
+
 # Fails when a build log shows a warning in our code or from SwiftPM itself (an unused
 # dependency, say). Library targets already turn warnings into errors; this also covers
 # test code and manifests. Dependencies' own warnings are suppressed by SwiftPM.

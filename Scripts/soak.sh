@@ -14,8 +14,8 @@ source Scripts/packages.sh
 Scripts/setup.sh
 duration="${DURATION:-600}"
 echo "=== soak: building queuekit (debug)"
-swift build --package-path Integration --scratch-path "$(build_dir Integration)" --product queuekit
-bin="$(swift build --package-path Integration --scratch-path "$(build_dir Integration)" --show-bin-path)/queuekit"
+swift build --package-path Integration $(build_args Integration) --product queuekit
+bin="$(swift build --package-path Integration $(build_args Integration) --show-bin-path)/queuekit"
 folder=$(mktemp -d "${TMPDIR:-/tmp}/queuekit-soak.XXXXXX")
 cleanup() { rm -rf "$folder"; }
 if [ "${SOAK_DATABASE:-sqlite}" = postgres ]; then

@@ -45,13 +45,13 @@ for pkg in "${PACKAGES[@]}" Integration; do
         # The server-restart test drops every connection to the server: it runs on its own. So does
         # the PostgreSQL crash test, whose takeover bound (lease + renewal + 2 s of slack) counts
         # scheduling delay: run beside the other tests on 2 cores, a takeover once took 5.2 s.
-        swift_test "$pkg" --package-path "$dir" --scratch-path "$(build_dir "$pkg")" --skip PostgresRestartTests --skip PostgresCrashTests 2>&1 | tee "$log"
+        swift_test "$pkg" --package-path "$dir" $(build_args "$pkg") --skip PostgresRestartTests --skip PostgresCrashTests 2>&1 | tee "$log"
         check_warnings "$log" "$pkg"
-        swift_test "$pkg" --package-path "$dir" --scratch-path "$(build_dir "$pkg")" --filter PostgresCrashTests 2>&1 | tee "$log"
+        swift_test "$pkg" --package-path "$dir" $(build_args "$pkg") --filter PostgresCrashTests 2>&1 | tee "$log"
         check_warnings "$log" "$pkg"
-        swift_test "$pkg" --package-path "$dir" --scratch-path "$(build_dir "$pkg")" --filter PostgresRestartTests 2>&1 | tee "$log"
+        swift_test "$pkg" --package-path "$dir" $(build_args "$pkg") --filter PostgresRestartTests 2>&1 | tee "$log"
     else
-        swift_test "$pkg" --package-path "$dir" --scratch-path "$(build_dir "$pkg")" 2>&1 | tee "$log"
+        swift_test "$pkg" --package-path "$dir" $(build_args "$pkg") 2>&1 | tee "$log"
     fi
     check_warnings "$log" "$pkg"
 done

@@ -20,8 +20,8 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 python3 -c 'import websocket' 2>/dev/null || python3 -m pip install --quiet 'websocket-client==1.8.0'
 
-swift build --package-path Integration --scratch-path "$(build_dir Integration)" --product queuekit >&2
-bin="$(swift build --package-path Integration --scratch-path "$(build_dir Integration)" --show-bin-path)/queuekit"
+swift build --package-path Integration $(build_args Integration) --product queuekit >&2
+bin="$(swift build --package-path Integration $(build_args Integration) --show-bin-path)/queuekit"
 shot="${SCREENSHOT:-}"
 if [ -z "$shot" ]; then
     shot=$(mktemp --suffix=.png)
