@@ -168,3 +168,21 @@ extension BrokerStateMachine.Queue {
         return true
     }
 }
+
+extension BrokerStateMachine {
+    /// The broker stops: lets go of the leases its finishes kept for next heads that will not start
+    /// (`keptLease`), so that other workers need not wait for them to expire. (No claim is under
+    /// way for those queues: claiming a queue clears the mark, and a stopping broker claims nothing.)
+    mutating func releaseKeptLeases(into out: inout [Output]) {
+        var names: [String] = []
+        for (queueName, state) in queues where state.keptLease {
+            names.append(queueName)
+        }
+        guard !names.isEmpty else { return }
+        names.sort()
+        for queueName in names {
+            if inPlace(queueName, { $0.releaseKeptLease() }) != true { refusedTransitions += 1 }
+        }
+        out.append(.release(names))
+    }
+}

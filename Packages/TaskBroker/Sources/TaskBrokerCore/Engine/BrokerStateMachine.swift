@@ -362,22 +362,6 @@ struct BrokerStateMachine {
         out.append(.announceSpareCapacity(room: configuration.maxConcurrentQueues - running))
     }
 
-    /// The broker stops: lets go of the leases its finishes kept for next heads that will not start
-    /// (`keptLease`), so that other workers need not wait for them to expire. (No claim is under
-    /// way for those queues: claiming a queue clears the mark, and a stopping broker claims nothing.)
-    mutating func releaseKeptLeases(into out: inout [Output]) {
-        var names: [String] = []
-        for (queueName, state) in queues where state.keptLease {
-            names.append(queueName)
-        }
-        guard !names.isEmpty else { return }
-        names.sort()
-        for queueName in names {
-            if inPlace(queueName, { $0.releaseKeptLease() }) != true { refusedTransitions += 1 }
-        }
-        out.append(.release(names))
-    }
-
     mutating func finish(into out: inout [Output]) {
         phase = .finished
         cancelAllTimers(into: &out)
