@@ -18,7 +18,10 @@ struct PostgresStallTests {
         let database = try await store.open(leaseDuration: .seconds(2))
         // More queues than a worker runs at once (16): heads claimed with finishes wait in its line.
         let queues = 40
-        try await database.save((0..<12_000).map { CrashAction(key: "k\($0)", queueName: "crash-q\($0 % queues)", index: $0) })
+        // 150 a queue: more than the workers run in the stall however fast the build is (~500 a
+        // second in a debug build, ~70 under ThreadSanitizer), few enough to drain in its time limit.
+        let saved = queues * 150
+        try await database.save((0..<saved).map { CrashAction(key: "k\($0)", queueName: "crash-q\($0 % queues)", index: $0) })
         let directory = try TemporaryDirectory()
         let url = try PostgresTestServer.url()
         let stalled = try CrashHelperRun(arguments: ["pg-worker", url, store.schema, directory.path("stalled")])
@@ -48,24 +51,25 @@ struct PostgresStallTests {
         let before = PostgresCrashTests.stamps(inLog: directory.path("stalled"))
         let after = PostgresCrashTests.stamps(inLog: directory.path("taker"))
         let ended = Set((before + after).filter { $0.kind == .end }.map(\.key))
-        #expect(ended == Set((0..<12_000).map { "k\($0)" }), "every action ran to its end")
+        #expect(ended == Set((0..<saved).map { "k\($0)" }), "every action ran to its end")
         let stalledRuns = Self.runs(before)
         let takerRuns = Self.runs(after)
         #expect(!takerRuns.isEmpty, "the taker ran actions")
         // In flight when the stall began: these may overlap the taker's re-runs.
         let inFlight = stalledRuns.filter { $0.start < stoppedAt && $0.end > stoppedAt }
+        let takerRunsByQueue = Dictionary(grouping: takerRuns, by: \.queue)
         for run in stalledRuns where !inFlight.contains(where: { $0.key == run.key && $0.start == run.start }) {
-            let overlapping = takerRuns.filter { $0.queue == run.queue && $0.start < run.end && run.start < $0.end }
+            let overlapping = (takerRunsByQueue[run.queue] ?? []).filter { $0.start < run.end && run.start < $0.end }
             #expect(
                 overlapping.isEmpty,
                 "\(run.key) ran on the stalled worker from \(run.start - stoppedAt) to \(run.end == .max ? -1 : run.end - stoppedAt) ns after the stall began (it woke at \(resumedAt - stoppedAt)) while the taker ran \(overlapping.prefix(3).map { "\($0.key) from \($0.start - stoppedAt) to \($0.end - stoppedAt)" }) of its queue"
             )
         }
         let takeovers = Set(inFlight.map(\.queue)).compactMap { queue in
-            takerRuns.filter { $0.queue == queue }.map(\.start).min().map { Double($0 - stoppedAt) / 1e9 }
+            takerRunsByQueue[queue]?.map(\.start).min().map { Double($0 - stoppedAt) / 1e9 }
         }.sorted()
         #expect(takeovers.count == Set(inFlight.map(\.queue)).count, "every queue in flight in the stall was taken over")
-        print("stall (SIGSTOP for 4 s, lease 2 s): \(takeovers.count) queues in flight taken over after \(takeovers.first ?? 0)–\(takeovers.last ?? 0) s; \(stalledRuns.count { $0.start >= resumedAt }) runs on the stalled worker after it woke")
+        print("stall (SIGSTOP for 4 s, lease 2 s, \(saved) actions): \(takeovers.count) queues in flight taken over after \(takeovers.first ?? 0)–\(takeovers.last ?? 0) s; \(stalledRuns.count { $0.start >= resumedAt }) runs on the stalled worker after it woke")
     }
 
     /// Polls `/proc/<pid>/stat` until the process is stopped (state `T`).
