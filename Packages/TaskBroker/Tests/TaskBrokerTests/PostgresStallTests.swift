@@ -18,16 +18,34 @@ struct PostgresStallTests {
         let database = try await store.open(leaseDuration: .seconds(2))
         // More queues than a worker runs at once (16): heads claimed with finishes wait in its line.
         let queues = 40
-        // 150 a queue: more than the workers run in the stall however fast the build is (~500 a
-        // second in a debug build, ~70 under ThreadSanitizer), few enough to drain in its time limit.
-        let saved = queues * 150
-        try await database.save((0..<saved).map { CrashAction(key: "k\($0)", queueName: "crash-q\($0 % queues)", index: $0) })
+        // The workload is sized by the speed of the build: the workers must still have work when
+        // the stalled one wakes (~500 actions a second in a debug build, ~60 under ThreadSanitizer),
+        // and drain it within the time limit. 30 a queue to start with: the queues the worker holds
+        // are not drained while the test measures its pace.
+        var saved = 0
+        func save(_ count: Int) async throws {
+            try await database.save((saved..<saved + count).map { CrashAction(key: "k\($0)", queueName: "crash-q\($0 % queues)", index: $0) })
+            saved += count
+        }
+        try await save(30 * queues)
         let directory = try TemporaryDirectory()
         let url = try PostgresTestServer.url()
         let stalled = try CrashHelperRun(arguments: ["pg-worker", url, store.schema, directory.path("stalled")])
         #expect(await stalled.line(after: 0) == "ready")
         // Polled: the worker reports progress only in its log.
-        while PostgresCrashTests.stamps(inLog: directory.path("stalled")).count(where: { $0.kind == .end }) < 50 {
+        var ends: [Int64] = []
+        while ends.count < 50 {
+            try await Task.sleep(for: .milliseconds(10))
+            ends = PostgresCrashTests.stamps(inLog: directory.path("stalled")).filter { $0.kind == .end }.map(\.time)
+        }
+        // As many more as two workers at this pace run in 6 s: the 4 s stall and a lease after it.
+        let perSecond = Double(ends.count - 1) / max(Double((ends.max() ?? 0) - (ends.min() ?? 0)) / 1e9, 0.001)
+        try await save(max(1, Int(perSecond * 2 * 6) / queues) * queues)
+        // Stalled with actions in flight where it can be (the handler runs 2–10 ms of each round):
+        // once the log shows a start without its end, or after 5 s of looking.
+        for _ in 0..<500 {
+            let stamps = PostgresCrashTests.stamps(inLog: directory.path("stalled"))
+            if Self.runs(stamps).contains(where: { $0.end == .max }) { break }
             try await Task.sleep(for: .milliseconds(10))
         }
         kill(stalled.process.processIdentifier, SIGSTOP)
@@ -69,7 +87,7 @@ struct PostgresStallTests {
             takerRunsByQueue[queue]?.map(\.start).min().map { Double($0 - stoppedAt) / 1e9 }
         }.sorted()
         #expect(takeovers.count == Set(inFlight.map(\.queue)).count, "every queue in flight in the stall was taken over")
-        print("stall (SIGSTOP for 4 s, lease 2 s, \(saved) actions): \(takeovers.count) queues in flight taken over after \(takeovers.first ?? 0)–\(takeovers.last ?? 0) s; \(stalledRuns.count { $0.start >= resumedAt }) runs on the stalled worker after it woke")
+        print("stall (SIGSTOP for 4 s, lease 2 s, \(saved) actions, \(Int(perSecond)) a second before it): \(takeovers.count) queues in flight taken over after \(takeovers.first ?? 0)–\(takeovers.last ?? 0) s; \(stalledRuns.count { $0.start >= resumedAt }) runs on the stalled worker after it woke")
     }
 
     /// Polls `/proc/<pid>/stat` until the process is stopped (state `T`).
