@@ -33,7 +33,8 @@ test-browser:
 	@SCREENSHOT=$(SCREENSHOT) Scripts/test-browser.sh
 
 # The tests under ThreadSanitizer (AsyncPrimitives, QueueCore, JobChain, TaskBroker, Integration)
-# and AddressSanitizer (QueuePersistence, TaskBroker), built once each through Sanitizers/.
+# and AddressSanitizer (AsyncPrimitives, QueueCore, QueuePersistence, TaskBroker on SQLite), built
+# once each through Sanitizers/.
 test-tsan:
 	@Scripts/sanitize.sh thread
 

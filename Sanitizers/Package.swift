@@ -10,7 +10,9 @@ import PackageDescription
 let package = Package(
     name: "Sanitizers",
     platforms: [.macOS(.v15)],
-    // QueuekitCLI's sources compile their PostgreSQL parts under this trait (Integration's own).
+    // The PostgreSQL parts: QueuekitCLI's sources compile them under this trait (Integration's
+    // own), TaskBroker's tests and crash helper when TaskBrokerPostgres can be imported. The
+    // AddressSanitizer run builds without it (`--disable-default-traits`): no SwiftNIO.
     traits: [
         .trait(name: "Postgres", description: "queuekit on a PostgreSQL database besides SQLite."),
         .default(enabledTraits: ["Postgres"]),
@@ -44,7 +46,7 @@ let package = Package(
             name: "TaskBrokerCrashHelper",
             dependencies: [
                 .product(name: "TaskBroker", package: "TaskBroker"),
-                .product(name: "TaskBrokerPostgres", package: "TaskBroker"),
+                .product(name: "TaskBrokerPostgres", package: "TaskBroker", condition: .when(traits: ["Postgres"])),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
@@ -58,9 +60,9 @@ let package = Package(
                 .product(name: "ObjectDataSource", package: "AsyncPrimitives"),
                 .product(name: "QueueRetry", package: "QueueRetry"),
                 .product(name: "TaskBroker", package: "TaskBroker"),
-                .product(name: "TaskBrokerPostgres", package: "TaskBroker"),
+                .product(name: "TaskBrokerPostgres", package: "TaskBroker", condition: .when(traits: ["Postgres"])),
                 .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
             ]
         ),
         // Each package's tests, with the dependencies its own manifest gives them.
@@ -108,11 +110,11 @@ let package = Package(
             dependencies: [
                 "TaskBrokerCrashHelper",
                 .product(name: "TaskBroker", package: "TaskBroker"),
-                .product(name: "TaskBrokerPostgres", package: "TaskBroker"),
+                .product(name: "TaskBrokerPostgres", package: "TaskBroker", condition: .when(traits: ["Postgres"])),
                 .product(name: "TaskBrokerTesting", package: "TaskBroker"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
                 .product(name: "QueueRetry", package: "QueueRetry"),
                 .product(name: "AsyncPrimitivesTesting", package: "AsyncPrimitives"),
                 .product(name: "PropertyBased", package: "swift-property-based"),

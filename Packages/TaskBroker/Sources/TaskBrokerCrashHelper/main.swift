@@ -70,10 +70,14 @@ import InMemoryTracing
 import Instrumentation
 import Synchronization
 import TaskBroker
+#if canImport(TaskBrokerPostgres)
 import TaskBrokerPostgres
+#endif
 import Tracing
 
 let arguments = CommandLine.arguments
+// The PostgreSQL modes: in a build with TaskBrokerPostgres (not the AddressSanitizer run's).
+#if canImport(TaskBrokerPostgres)
 if arguments.count == 5 || arguments.count == 6, arguments[1] == "pg-worker" {
     await serveUntilStdinCloses {
         var configuration = try TaskDatabase.PostgresConfiguration(url: arguments[2])
@@ -186,6 +190,7 @@ if arguments.count == 5, arguments[1] == "pg-schedule", let seconds = Int(argume
         exit(1)
     }
 }
+#endif
 if arguments.count == 5 || (arguments.count == 6 && arguments[5] == "parallel"), arguments[1] == "trace-save" {
     let tracer = uniqueTracer()
     InstrumentationSystem.bootstrap(tracer)

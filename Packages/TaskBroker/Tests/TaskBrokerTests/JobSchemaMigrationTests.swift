@@ -1,8 +1,12 @@
 import Foundation
 import GRDB
+#if canImport(TaskBrokerPostgres)
 import PostgresNIO
+#endif
 import TaskBroker
+#if canImport(TaskBrokerPostgres)
 @testable import TaskBrokerPostgres
+#endif
 import Testing
 
 /// Databases written before the job schema (SQLite schema version 4, PostgreSQL schema version 4)
@@ -95,6 +99,7 @@ struct JobSchemaMigrationTests {
     /// the version recorded as 4; actions with pauses and attempts, and a lease granted before the
     /// upgrade. Opening it migrates it to version 5: everything stays, the lease's outcome stores
     /// through the new finish function, and a failure is stored with its reason.
+    #if canImport(TaskBrokerPostgres)
     @Test func aPostgresSchemaOfVersion4KeepsItsActionsPausesAttemptsAndLeases() async throws {
         let store = try TestStore(.postgres)
         let schema = "\"\(store.schema)\""
@@ -149,4 +154,5 @@ struct JobSchemaMigrationTests {
         let stored = try await migrated.storage.tasks(inQueue: "q-leased")
         #expect(stored.first?.attempts == 1 && stored.first?.lastFailure == failure, "\(stored)")
     }
+    #endif
 }

@@ -1,3 +1,5 @@
+// PostgreSQL only: not compiled in a build without TaskBrokerPostgres (the AddressSanitizer run).
+#if canImport(TaskBrokerPostgres)
 import Foundation
 import PostgresNIO
 import TaskBroker
@@ -64,3 +66,4 @@ struct PostgresBrokerNameTests {
         await after.shutdown()
     }
 }
+#endif

@@ -1,3 +1,5 @@
+// PostgreSQL only: not compiled in a build without TaskBrokerPostgres (the AddressSanitizer run).
+#if canImport(TaskBrokerPostgres)
 import Foundation
 import Logging
 import PostgresNIO
@@ -343,3 +345,4 @@ private func waitUntil(_ database: TaskDatabase, schema: String, backendsWaiting
     }
     try #require(waiting >= count, "\(count) backend(s) wait for a lock")
 }
+#endif

@@ -1,3 +1,5 @@
+// PostgreSQL only: not compiled in a build without TaskBrokerPostgres (the AddressSanitizer run).
+#if canImport(TaskBrokerPostgres)
 import AsyncPrimitivesTesting
 import Foundation
 import Synchronization
@@ -86,3 +88,4 @@ struct PostgresPoolSharingTests {
         #expect(await other.next() == [.queuesChanged(["q"])])
     }
 }
+#endif

@@ -1,3 +1,5 @@
+// PostgreSQL only: not compiled in a build without TaskBrokerPostgres (the AddressSanitizer run).
+#if canImport(TaskBrokerPostgres)
 import Foundation
 import TaskBroker
 @testable import TaskBrokerPostgres
@@ -48,3 +50,4 @@ struct PostgresRenewalTests {
         return (storage, saved)
     }
 }
+#endif

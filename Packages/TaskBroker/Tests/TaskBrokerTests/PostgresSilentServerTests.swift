@@ -1,3 +1,5 @@
+// PostgreSQL only: not compiled in a build without TaskBrokerPostgres (the AddressSanitizer run).
+#if canImport(TaskBrokerPostgres)
 import Foundation
 import Logging
 import PostgresNIO
@@ -63,3 +65,4 @@ struct PostgresSilentServerTests {
         return stopped
     }
 }
+#endif

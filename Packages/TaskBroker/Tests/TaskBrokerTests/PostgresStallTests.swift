@@ -1,3 +1,5 @@
+// PostgreSQL only: not compiled in a build without TaskBrokerPostgres (the AddressSanitizer run).
+#if canImport(TaskBrokerPostgres)
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -135,3 +137,4 @@ private func stallClock() -> Int64 {
     clock_gettime(CLOCK_MONOTONIC, &now)
     return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
 }
+#endif

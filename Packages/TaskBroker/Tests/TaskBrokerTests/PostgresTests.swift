@@ -1,3 +1,5 @@
+// PostgreSQL only: not compiled in a build without TaskBrokerPostgres (the AddressSanitizer run).
+#if canImport(TaskBrokerPostgres)
 import AsyncPrimitivesTesting
 import Foundation
 import Logging
@@ -762,3 +764,4 @@ struct PostgresRestartTests {
         return false
     }
 }
+#endif

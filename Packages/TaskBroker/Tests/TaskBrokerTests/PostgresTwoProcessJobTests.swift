@@ -1,3 +1,5 @@
+// PostgreSQL only: not compiled in a build without TaskBrokerPostgres (the AddressSanitizer run).
+#if canImport(TaskBrokerPostgres)
 import AsyncPrimitivesTesting
 import Foundation
 import TaskBroker
@@ -235,3 +237,4 @@ struct PostgresTwoProcessJobTests {
         #expect((starts[1]?.count ?? 0) > 0 && (starts[2]?.count ?? 0) > 0 && !byKilled.isEmpty, "all three ran some")
     }
 }
+#endif

@@ -1,3 +1,5 @@
+// PostgreSQL only: not compiled in a build without TaskBrokerPostgres (the AddressSanitizer run).
+#if canImport(TaskBrokerPostgres)
 import AsyncPrimitivesTesting
 import Foundation
 import PostgresNIO
@@ -92,3 +94,4 @@ struct PostgresUserTransactionTests {
         }
     }
 }
+#endif

@@ -1,7 +1,9 @@
 import AsyncPrimitivesTesting
 import Foundation
 import TaskBroker
+#if canImport(TaskBrokerPostgres)
 import TaskBrokerPostgres
+#endif
 import Testing
 
 /// `save(_:notBefore:priority:)`: when more queues may start than a broker has slots, the queue
@@ -34,11 +36,16 @@ struct PriorityTests {
                 try tx.save(TestAction(key: "high-1", queueName: "h-high"), priority: 10)
                 try tx.save(TestAction(key: "high-2", queueName: "h-high"))
             }
+        #if canImport(TaskBrokerPostgres)
         case .postgres:
             try await database.write { (tx: PostgresTaskTransaction) in
                 try await tx.save(TestAction(key: "high-1", queueName: "h-high"), priority: 10)
                 try await tx.save(TestAction(key: "high-2", queueName: "h-high"))
             }
+        #else
+        case .postgres:
+            throw PostgresTestServer.NotBuilt()
+        #endif
         }
         #expect(try await database.storage.tasks(inQueue: "h-high").map(\.priority) == [10, 0])
         _ = await events.wait(for: { if case .paused = $0 { true } else { false } }, occurrence: 3)

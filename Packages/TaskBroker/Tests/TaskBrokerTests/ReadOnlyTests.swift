@@ -1,6 +1,8 @@
 import Foundation
 import TaskBroker
+#if canImport(TaskBrokerPostgres)
 import TaskBrokerPostgres
+#endif
 import Testing
 
 /// A database opened read-only (`Configuration.readOnly`, `PostgresConfiguration.readOnly`), as

@@ -4,7 +4,9 @@ import GRDB
 @testable import TaskBrokerCore
 @testable import TaskBrokerSQLite
 import TaskBroker
+#if canImport(TaskBrokerPostgres)
 import TaskBrokerPostgres
+#endif
 import Testing
 
 /// `save(_:notBefore:)`: an action stored at once that starts no earlier than its time, holding
@@ -111,6 +113,7 @@ struct RunLaterTests {
     }
 
     /// Inside `database.write`, with the caller's own rows: PostgreSQL.
+    #if canImport(TaskBrokerPostgres)
     @Test func aTransactionSavesAnActionToRunLaterOnPostgres() async throws {
         let store = try TestStore(.postgres)
         let database = try await store.open()
@@ -121,6 +124,7 @@ struct RunLaterTests {
         }
         try await runsAtItsTime(database, key: "remind", after: .seconds(60))
     }
+    #endif
 
     private func runsAtItsTime(_ database: TaskDatabase, key: String, after delay: Duration) async throws {
         let clock = ManualClock()

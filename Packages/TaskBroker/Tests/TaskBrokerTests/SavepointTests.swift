@@ -2,7 +2,9 @@ import AsyncPrimitivesTesting
 import Foundation
 import GRDB
 import TaskBroker
+#if canImport(TaskBrokerPostgres)
 import TaskBrokerPostgres
+#endif
 import Testing
 
 /// Saves and deletes inside `database.write` that the caller rolls back to a savepoint: the
@@ -56,6 +58,7 @@ struct SavepointTests {
     }
 
     /// The same on PostgreSQL: PostgreSQL drops the notifications of a subtransaction that rolls back.
+    #if canImport(TaskBrokerPostgres)
     @Test func aSaveRolledBackToASavepointNeverRunsOnPostgres() async throws {
         let store = try TestStore(.postgres)
         let database = try await store.open()
@@ -72,4 +75,5 @@ struct SavepointTests {
         #expect(handler.handled.values == ["real"])
         #expect(try await database.snapshot().isEmpty)
     }
+    #endif
 }

@@ -14,6 +14,7 @@ struct TaskStorageConformanceTests {
         try await check.run(on: try await store.open().storage)
     }
 
+    #if canImport(TaskBrokerPostgres)
     @Test(arguments: TaskStorageConformance.sharedChecks)
     func postgresPassesTheSharedBackendChecks(_ check: TaskStorageConformance.Check) async throws {
         let store = try TestStore(.postgres)
@@ -23,6 +24,7 @@ struct TaskStorageConformanceTests {
         // 3 s, a claim whose client stalled 1.5 s between BEGIN and its statement was ended.
         try await check.run(on: try await store.open(leaseDuration: Self.sharedLease).storage)
     }
+    #endif
 
     @Test(arguments: Backend.allCases, TaskStorageConformance.parallelChecks)
     func backendPassesTheParallelActionChecks(_ backend: Backend, _ check: TaskStorageConformance.Check) async throws {
@@ -32,8 +34,10 @@ struct TaskStorageConformanceTests {
         try await check.run(on: database.storage)
     }
 
+    #if canImport(TaskBrokerPostgres)
     @Test(arguments: TaskStorageConformance.sharedParallelChecks)
     func postgresPassesTheSharedParallelActionChecks(_ check: TaskStorageConformance.Check) async throws {
         try await check.run(on: try await TestStore(.postgres).open().storage)
     }
+    #endif
 }

@@ -1,8 +1,12 @@
 import Foundation
 import GRDB
+#if canImport(TaskBrokerPostgres)
 import PostgresNIO
+#endif
 import TaskBroker
+#if canImport(TaskBrokerPostgres)
 import TaskBrokerPostgres
+#endif
 import Testing
 
 /// `saveIfAbsent` as users rely on it: once per key, also when several writers race, and inside
@@ -11,6 +15,7 @@ import Testing
 struct UniqueSaveTests {
     /// Two databases (two connection pools, as two processes have) save the same fifty keys at
     /// once: each key is stored once, and exactly one of the two saves of each reports it stored.
+    #if canImport(TaskBrokerPostgres)
     @Test func uniqueSavesRacingFromTwoPoolsStoreEachKeyOnce() async throws {
         let store = try TestStore(.postgres)
         let first = try await store.open()
@@ -22,6 +27,7 @@ struct UniqueSaveTests {
         #expect(zip(a, b).allSatisfy { $0 != $1 }, "one save of each key stored it: \(a) \(b)")
         #expect(try await first.storage.tasks(inQueue: "h-1").map(\.key).sorted() == keys.sorted())
     }
+    #endif
 
     private static func saveAll(_ keys: [String], into database: TaskDatabase, payloadQueue: String) async throws -> [Bool] {
         var stored: [Bool] = []
@@ -57,10 +63,15 @@ struct UniqueSaveTests {
         switch backend {
         case .sqlite:
             again = try await database.write { tx in try tx.saveIfAbsent(TestAction(key: "remind", queueName: "h-q"), notBefore: nil, priority: 9) }
+        #if canImport(TaskBrokerPostgres)
         case .postgres:
             again = try await database.write { (tx: PostgresTaskTransaction) in
                 try await tx.saveIfAbsent(TestAction(key: "remind", queueName: "h-q"), notBefore: nil, priority: 9)
             }
+        #else
+        case .postgres:
+            throw PostgresTestServer.NotBuilt()
+        #endif
         }
         #expect(again == false)
         let stored = try await database.storage.tasks(inQueue: "h-q")
@@ -94,6 +105,7 @@ struct UniqueSaveTests {
         #expect(try await database.saveIfAbsent(TestAction(key: "welcome-b", queueName: "mail")))
     }
 
+    #if canImport(TaskBrokerPostgres)
     @Test func aUniqueSaveJoinsTheCallersPostgresTransaction() async throws {
         let store = try TestStore(.postgres)
         let database = try await store.open()
@@ -106,4 +118,5 @@ struct UniqueSaveTests {
         #expect(stored == [true, false])
         #expect(try await database.storage.tasks(inQueue: "mail").map(\.key) == ["welcome-a"])
     }
+    #endif
 }

@@ -1,3 +1,5 @@
+// PostgreSQL only: not compiled in a build without TaskBrokerPostgres (the AddressSanitizer run).
+#if canImport(TaskBrokerPostgres)
 import Glibc
 import PostgresNIO
 import TaskBroker
@@ -40,3 +42,4 @@ enum ServerProcesses {
         return waiting
     }
 }
+#endif

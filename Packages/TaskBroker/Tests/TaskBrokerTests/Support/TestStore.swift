@@ -4,13 +4,25 @@ import Glibc
 import Foundation
 import Logging
 import TaskBroker
+#if canImport(TaskBrokerPostgres)
 import TaskBrokerPostgres
+#endif
 import Testing
 
 /// The backends the broker's behaviour tests run against, each test once per backend.
 enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
     case sqlite
     case postgres
+
+    /// The backends of this build: SQLite alone where TaskBrokerPostgres is not built (the
+    /// AddressSanitizer run builds without SwiftNIO).
+    static var allCases: [Backend] {
+        #if canImport(TaskBrokerPostgres)
+        [.sqlite, .postgres]
+        #else
+        [.sqlite]
+        #endif
+    }
 
     var testDescription: String { rawValue }
 }
@@ -46,12 +58,17 @@ final class TestStore: Sendable {
         case .sqlite:
             return try await TaskDatabase.sqlite(path: path, configuration: .init(readOnly: readOnly))
         case .postgres:
+            #if canImport(TaskBrokerPostgres)
             var configuration = try postgresConfiguration(leaseDuration: leaseDuration)
             configuration.readOnly = readOnly
             return try await TaskDatabase.postgres(configuration: configuration)
+            #else
+            throw PostgresTestServer.NotBuilt()
+            #endif
         }
     }
 
+    #if canImport(TaskBrokerPostgres)
     func postgresConfiguration(leaseDuration: Duration = .seconds(10)) throws -> TaskDatabase.PostgresConfiguration {
         var configuration = try TaskDatabase.PostgresConfiguration(url: try PostgresTestServer.url())
         configuration.schema = schema
@@ -61,10 +78,15 @@ final class TestStore: Sendable {
         if let logger { configuration.logger = logger }
         return configuration
     }
+    #endif
 }
 
 /// The throwaway PostgreSQL server of this test run. Tests never touch a server they did not start.
 enum PostgresTestServer {
+    struct NotBuilt: Error, CustomStringConvertible {
+        var description: String { "this build of the tests has no TaskBrokerPostgres: it runs the SQLite backend alone" }
+    }
+
     struct NotStarted: Error, CustomStringConvertible {
         var description: String {
             "QUEUEKIT_PG_URL is not set: the PostgreSQL tests need the throwaway server that `make test-all` starts. Run `make test-all` (or `make test PACKAGE=TaskBroker`), or export QUEUEKIT_PG_URL=$(Scripts/postgres.sh up)."
