@@ -6,9 +6,9 @@ source Scripts/packages.sh
 status=0
 fail() { echo "lint: $*"; status=1; }
 
-# Build output and lock files never enter git.
-bad=$(git ls-files | grep -E '(^|/)(\.build[^/]*|\.swiftpm)/|(^|/)Package\.resolved$' || true)
-[ -n "$bad" ] && fail "build output or Package.resolved is committed:
+# Build output, lock files and the throwaway PostgreSQL clusters' state never enter git.
+bad=$(git ls-files | grep -E '(^|/)(\.build[^/]*|\.swiftpm)/|(^|/)Package\.resolved$|^\.postgres-cluster' || true)
+[ -n "$bad" ] && fail "build output, Package.resolved or a test cluster's state is committed:
 $bad"
 
 # Every manifest turns warnings into errors and uses the Swift 6 language mode.
