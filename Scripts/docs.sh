@@ -4,8 +4,8 @@
 # errors (a broken symbol link, an unknown topic), and fails on a public symbol without a
 # documentation comment. DocC itself does not warn about those (it shows a page without an
 # abstract), so this script reads the symbol graphs that the plugin extracted and names each
-# undocumented declaration with its file and line. The archives are left in each package's
-# .build/plugins/Swift-DocC/outputs/.
+# undocumented declaration with its file and line. The archives are left in the shared build
+# folder's plugins/Swift-DocC/outputs/ (Scripts/packages.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source Scripts/packages.sh

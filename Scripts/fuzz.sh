@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make fuzz`: builds the libFuzzer targets of Fuzz/ (with AddressSanitizer) and runs each for
-# FUZZ_SECONDS (default 30; `make fuzz FUZZ_SECONDS=600` for a long run), starting from the
-# committed seed corpus Fuzz/Corpus/<target>/ and the regression inputs Fuzz/Regressions/<target>/.
+# FUZZ_SECONDS (default 30; `make fuzz FUZZ_SECONDS=600` for a long run), as many at a time as the
+# machine has cores, starting from the committed seed corpus Fuzz/Corpus/<target>/ and the
+# regression inputs Fuzz/Regressions/<target>/.
 # `make fuzz FUZZER=TaskRowFuzzer` runs one target.
 #
 # Each input must give a value or a typed error: a crash, a failed contract check, an input that
@@ -41,31 +42,51 @@ check_warnings "$log" Fuzz
 echo "=== fuzz: built in $(( $(date +%s) - start ))s"
 bin=$(swift build "${flags[@]}" --show-bin-path)
 
+# The targets run side by side, FUZZ_JOBS at a time (default: one per core; libFuzzer runs one
+# thread), each on its own corpus and log.
+jobs="${FUZZ_JOBS:-$(nproc)}"
+logs=$(mktemp -d)
+trap 'rm -f "$log"; rm -rf "$logs"' EXIT
+fuzz_one() { # TARGET: runs it, leaves its output in $logs/TARGET.log and its status in $logs/TARGET.status
+    local target=$1 corpus="Fuzz/.corpus/$1" artifacts="Fuzz/.artifacts/$1" status=0
+    mkdir -p "$corpus" "$artifacts" "Fuzz/Corpus/$target"
+    local inputs=("$corpus" "Fuzz/Corpus/$target") options=()
+    [ -d "Fuzz/Regressions/$target" ] && inputs+=("Fuzz/Regressions/$target")
+    [ -f "Fuzz/Dictionaries/$target.dict" ] && options+=(-dict="Fuzz/Dictionaries/$target.dict")
+    "$bin/$target" -max_total_time="$seconds" -timeout="$timeout" -rss_limit_mb="$rss" \
+        -malloc_limit_mb="$rss" -artifact_prefix="$artifacts/" -print_final_stats=1 \
+        ${options[@]+"${options[@]}"} "${inputs[@]}" >"$logs/$target.log" 2>&1 || status=$?
+    echo "$status" >"$logs/$target.status"
+}
+running=0
+for target in "${targets[@]}"; do
+    if [ "$running" -ge "$jobs" ]; then
+        wait -n || true
+        running=$((running - 1))
+    fi
+    echo "=== fuzz: $target for ${seconds}s"
+    fuzz_one "$target" &
+    running=$((running + 1))
+done
+wait || true
+
 passed=0
 failed=0
 summary=()
 for target in "${targets[@]}"; do
-    corpus="Fuzz/.corpus/$target"
-    artifacts="Fuzz/.artifacts/$target"
-    mkdir -p "$corpus" "$artifacts" "Fuzz/Corpus/$target"
-    inputs=("$corpus" "Fuzz/Corpus/$target")
-    [ -d "Fuzz/Regressions/$target" ] && inputs+=("Fuzz/Regressions/$target")
-    options=()
-    [ -f "Fuzz/Dictionaries/$target.dict" ] && options+=(-dict="Fuzz/Dictionaries/$target.dict")
-    echo "=== fuzz: $target for ${seconds}s"
-    if "$bin/$target" -max_total_time="$seconds" -timeout="$timeout" -rss_limit_mb="$rss" \
-        -malloc_limit_mb="$rss" -artifact_prefix="$artifacts/" -print_final_stats=1 "${options[@]}" "${inputs[@]}" >"$log" 2>&1; then
+    out="$logs/$target.log"
+    if [ "$(cat "$logs/$target.status" 2>/dev/null)" = 0 ]; then
         passed=$((passed + 1))
         result=passed
     else
         failed=$((failed + 1))
         result=FAILED
-        tail -n 60 "$log"
-        echo "=== fuzz: $target failed; the input is in $artifacts/ (commit it under Fuzz/Regressions/$target/)" >&2
+        tail -n 60 "$out"
+        echo "=== fuzz: $target failed; the input is in Fuzz/.artifacts/$target/ (commit it under Fuzz/Regressions/$target/)" >&2
     fi
-    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-    speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-    cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | sed 's/cov: //')
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$out" | tail -1)
+    speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$out" | tail -1)
+    cov=$(grep -oE 'cov: [0-9]+' "$out" | tail -1 | sed 's/cov: //')
     summary+=("$(printf '%-26s %-7s %10s runs %8s/s  coverage %s' "$target" "$result" "${runs:-?}" "${speed:-?}" "${cov:-?}")")
 done
 echo "=== fuzz: results"

@@ -1,24 +1,23 @@
-# Sourced by the other scripts: the packages in dependency order (each after what it uses).
-PACKAGES=(AsyncPrimitives QueueCore QueueRetry QueuePersistence JobChain TaskBroker TaskBrokerConsole)
+# Sourced by the other scripts: the packages in dependency order (each after what it uses), and,
+# among those, each after the packages whose remote dependencies it includes (see build_dir).
+PACKAGES=(AsyncPrimitives JobChain QueueCore QueueRetry QueuePersistence TaskBroker TaskBrokerConsole)
 
 # The folder of a package name ("Integration" lives at the top level).
 package_dir() {
     if [ "$1" = Integration ]; then echo Integration; else echo "Packages/$1"; fi
 }
 
-# The build folder of a package's debug builds (lint, tests, docs), for `--scratch-path`.
-# TaskBroker, TaskBrokerConsole and Integration share one: each is still built as a root package of
-# its own (its manifest, its resolution, its targets), but SwiftNIO, swift-crypto, postgres-nio and
-# the rest that all three depend on are compiled once, not three times (~12 minutes each on 2
-# cores). Each graph holds the one before it (Integration depends on TaskBrokerConsole, which
-# depends on TaskBroker), so building them in that order prunes no checkout. The others keep
-# their own `.build`.
+# The build folder of a package's debug builds (lint, tests, docs, soak), for `--scratch-path`:
+# one for every package. Each package is still built as a root package of its own (its manifest,
+# its resolution, its targets), but a module that several of them use (AsyncPrimitives, QueueCore,
+# GRDB, SwiftNIO, swift-crypto, postgres-nio, Hummingbird) is compiled once, not once per package
+# that depends on it: 16 minutes for every package cold on 2 cores, where a folder per small
+# package took 19. A root package's first resolution removes the checkouts that its graph does not
+# use, and the next package's build then compiles them again: in PACKAGES order, then
+# Integration, each package's remote dependencies include those of the packages before it.
 shared_build=".build-shared"
 build_dir() {
-    case "$1" in
-        TaskBroker | TaskBrokerConsole | Integration) echo "$shared_build" ;;
-        *) echo "$(package_dir "$1")/.build" ;;
-    esac
+    echo "$shared_build"
 }
 
 # The options of every swift build, test or package command on a package's debug build folder
@@ -26,9 +25,7 @@ build_dir() {
 # made anew for each root package: with SwiftPM's cached plan, `swift test` of one package ran
 # the test bundle of the package built before it.
 build_args() {
-    echo "--scratch-path $(build_dir "$1")"
-    [ "$(build_dir "$1")" = "$shared_build" ] && echo "--disable-build-manifest-caching"
-    return 0
+    echo "--scratch-path $(build_dir "$1") --disable-build-manifest-caching"
 }
 
 # Fails when a build log shows a warning in our code or from SwiftPM itself (an unused
