@@ -98,13 +98,6 @@ if [ "${LINT_BUILD:-1}" != 0 ]; then
             cat "$log"; fail "$pkg does not build"; continue
         fi
         check_warnings "$log" "$pkg" || status=1
-        # The shared build folder's order (Scripts/packages.sh): each package resolves every
-        # remote package that the one before it did.
-        pins=$(python3 -c 'import json, sys; print("\n".join(sorted(p["identity"] for p in json.load(open(sys.argv[1]))["pins"])))' \
-            "$(package_dir "$pkg")/Package.resolved" 2>/dev/null || true)
-        missing=$(comm -23 <(echo "${previous_pins:-}" | sed '/^$/d') <(echo "$pins" | sed '/^$/d'))
-        [ -n "$missing" ] && fail "$pkg comes after ${previous:-} in PACKAGES but does not resolve $(echo $missing | sed 's/ /, /g'): a build of $pkg in the shared folder would remove their checkouts"
-        previous=$pkg previous_pins=$pins
     done
     rm -f "$log"
 fi
