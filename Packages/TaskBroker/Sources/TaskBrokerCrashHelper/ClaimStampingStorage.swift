@@ -23,7 +23,7 @@ struct ClaimStampingStorage: TaskStorage {
         let results = try await base.claim(heads, owner: owner, leaseDuration: leaseDuration)
         let time = monotonicNanoseconds()
         for (head, result) in zip(heads, results) {
-            log.append("\(result == .granted ? "G" : "N") \(head.key) \(pid) \(time)")
+            log.append("\(result.grantedEpoch != nil ? "G" : "N") \(head.key) \(pid) \(time)")
         }
         return results
     }
@@ -88,12 +88,12 @@ struct ClaimStampingStorage: TaskStorage {
 
     var leaseDuration: Duration? { base.leaseDuration }
 
-    func renew(_ queueNames: [String], owner: String, leaseDuration: Duration) async throws -> [String] {
-        try await base.renew(queueNames, owner: owner, leaseDuration: leaseDuration)
+    func renew(_ leases: [TaskQueueLease], owner: String, leaseDuration: Duration) async throws -> [TaskQueueLease] {
+        try await base.renew(leases, owner: owner, leaseDuration: leaseDuration)
     }
 
-    func release(_ queueNames: [String], owner: String) async throws {
-        try await base.release(queueNames, owner: owner)
+    func release(_ leases: [TaskQueueLease], owner: String) async throws {
+        try await base.release(leases, owner: owner)
     }
 
     func announceSpareCapacity(pool: String, room: Int) async throws {

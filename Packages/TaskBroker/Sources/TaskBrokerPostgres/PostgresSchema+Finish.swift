@@ -88,24 +88,24 @@ extension PostgresSchema {
             let task: StoredTask
             var next: StoredTask?
             switch outcome {
-            case .completed(let completed):
+            case .completed(let completed, _):
                 task = completed
                 kinds.append(0)
                 untils.append(0)
                 next = nextHeads[task.queueName]
-            case .failed(let failed, nil):
+            case .failed(let failed, nil, _):
                 task = failed
                 kinds.append(1)
                 untils.append(0)
-            case .failed(let failed, .until(let date)?):
+            case .failed(let failed, .until(let date)?, _):
                 task = failed
                 kinds.append(2)
                 untils.append(date.timeIntervalSince1970)
-            case .failed(let failed, .untilRestart?):
+            case .failed(let failed, .untilRestart?, _):
                 task = failed
                 kinds.append(3)
                 untils.append(0)
-            case .deadLettered(let failed):
+            case .deadLettered(let failed, _):
                 task = failed
                 kinds.append(4)
                 untils.append(0)

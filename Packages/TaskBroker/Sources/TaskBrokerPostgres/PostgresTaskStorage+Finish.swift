@@ -20,20 +20,18 @@ extension PostgresTaskStorage {
         _ outcomes: [TaskOutcome], claimingNext nextHeads: [String: StoredTask], owner: String, leaseDuration: Duration
     ) async throws -> TaskFinishReport {
         guard !outcomes.isEmpty else { return TaskFinishReport() }
-        let leases = epochs.withLock { epochs in
-            let held = epochs[owner] ?? [:]
-            return outcomes.map { held[$0.task.queueName] ?? -1 }
-        }
+        // Each outcome applies under the epoch of the lease its action ran under.
+        let leases = outcomes.map(\.epoch)
         let lease = configuration.leaseDuration
         // One statement: the outcomes, the leases' release (or their renewal for the next heads it
         // claims) and the change notifications (a round trip each for the statement and the
         // notifications before), in a transaction of its own: stored once its COMMIT answers (see
         // `committed(_:)`).
         let count = outcomes.count
-        // `kept`, per outcome, by position: the epoch of a lease kept for the next head.
         // `outdatedAt`, per outcome, by position: storage held a newer state of its action.
-        let (report, changes, kept, outdatedAt) = try await runAgainIfAborted("store \(count) outcome(s)") {
-            try await committed { [self] connection -> (TaskFinishReport, [TaskStorageChange], [Int64?], [Bool]) in
+        let (report, changes, outdatedAt) = try await runAgainIfAborted("store \(count) outcome(s)") {
+            try await committed { [self] connection -> (TaskFinishReport, [TaskStorageChange], [Bool]) in
+                // Per outcome, by position: the epoch of a lease kept for the next head.
                 var kept = [Int64?](repeating: nil, count: count)
                 var outdatedAt = [Bool](repeating: false, count: count)
                 let rows = try await connection.query(
@@ -111,7 +109,7 @@ extension PostgresTaskStorage {
                 var changes: [TaskStorageChange] = []
                 if failedAny { changes.append(.queuesChanged(failedQueues.sorted())) }
                 if !completed.isEmpty { changes.append(.completed(completed)) }
-                return (report, changes, kept, outdatedAt)
+                return (report, changes, outdatedAt)
             }
         }
         if !changes.isEmpty {
@@ -119,21 +117,14 @@ extension PostgresTaskStorage {
                 feed.yield(changes)
             }
         }
-        epochs.withLock { epochs in
-            var held = epochs.removeValue(forKey: owner) ?? [:]
-            for (index, outcome) in outcomes.enumerated() {
-                held[outcome.task.queueName] = kept[index]
-            }
-            if !held.isEmpty { epochs[owner] = held }
-        }
         // An outdated outcome (its action deleted or saved again while it ran) stored nothing, and
         // the statement let its lease go without a word, or kept it for a next head that no longer
         // follows. The broker reads the queue again and claims it anew; until then the lease is
         // let go and announced, so that no worker waits for it to expire (one kept here was not
         // released at shutdown either: the broker did not know of it). Under that outcome's epoch:
         // a claim made since holds a newer one, and is left alone.
-        let outdated = outcomes.indices.compactMap { index -> (queueName: String, epoch: Int64)? in
-            outdatedAt[index] && leases[index] >= 0 ? (outcomes[index].task.queueName, leases[index]) : nil
+        let outdated = outcomes.indices.compactMap { index -> TaskQueueLease? in
+            outdatedAt[index] ? TaskQueueLease(queueName: outcomes[index].task.queueName, epoch: leases[index]) : nil
         }
         if !outdated.isEmpty {
             // In the background: the report does not wait for it (the batch's other queues wait

@@ -35,9 +35,6 @@ public final class PostgresTaskStorage: TaskStorage {
     /// Ends an operation as soon as its connection closes.
     let closing = ClosingConnections()
     private let runner: Task<Void, Never>
-    /// The epoch of each lease a broker of this process holds, by owner and queue.
-    /// (By owner first: one string hashed per look-up, not two.)
-    let epochs = Mutex<[String: [String: Int64]]>([:])
     /// Begins this storage's finish notifications (`ChangeMessage.originPrefix`): random letters
     /// and digits, so that its own change feed skips them without decoding them.
     let origin = String(UInt64.random(in: .min ... .max), radix: 36) + String(UInt64.random(in: .min ... .max), radix: 36)
@@ -258,12 +255,10 @@ public final class PostgresTaskStorage: TaskStorage {
                 return answers
             }
             let now = Date()
-            var granted: [String: Int64] = [:]
-            let results = heads.map { head -> TaskClaimResult in
+            return heads.map { head -> TaskClaimResult in
                 guard let answer = answers[head.queueName] else { return .changed }
                 if let epoch = answer.epoch {
-                    granted[head.queueName] = epoch
-                    return .granted
+                    return .granted(epoch: epoch)
                 }
                 // Another worker holds the queue: wait for its lease, even if this head is gone (the
                 // holder runs the queue and completes heads faster than their notifications arrive:
@@ -279,8 +274,6 @@ public final class PostgresTaskStorage: TaskStorage {
                 // itself, and no one else could take the queue meanwhile.
                 return .heldElsewhere(until: now.addingTimeInterval(0.05))
             }
-            epochs.withLock { $0[owner, default: [:]].merge(granted) { _, new in new } }
-            return results
         }
     }
 

@@ -70,11 +70,11 @@ extension SQLiteTaskStorage {
         }
         for outcome in outcomes {
             switch outcome {
-            case .completed(let task):
+            case .completed(let task, _):
                 completed.append(task)
-            case .failed(let task, let pause):
+            case .failed(let task, let pause, _):
                 try store(task, pause: pause, state: 0)
-            case .deadLettered(let task):
+            case .deadLettered(let task, _):
                 try store(task, pause: nil, state: 1)
             }
         }

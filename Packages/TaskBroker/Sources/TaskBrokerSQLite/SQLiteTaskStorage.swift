@@ -128,7 +128,7 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
         // already keeps two brokers off one queue: there is nothing to lease. A head deleted
         // behind the broker's back (by another process) may still run once; its outcome is then
         // a no-op, because `finish` applies only to the stored revision.
-        heads.map { _ in .granted }
+        heads.map { _ in .granted() }
     }
 
     /// Reports the failures whose action is no longer stored as it ran (`outdated`): deleted or

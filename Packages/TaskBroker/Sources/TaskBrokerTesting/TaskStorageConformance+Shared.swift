@@ -9,8 +9,8 @@ extension TaskStorageConformance {
             try expect(try await storage.workers().isEmpty, "no lease, no worker")
             let alpha = "alpha#1@process-1"
             let beta = "beta#7@process-2"
-            try expect(try await storage.claim([saved[0], saved[1]], owner: alpha, leaseDuration: .seconds(30)) == [.granted, .granted], "alpha claims")
-            try expect(try await storage.claim([saved[2]], owner: beta, leaseDuration: .seconds(30)) == [.granted], "beta claims")
+            let alphas = try granted(try await storage.claim([saved[0], saved[1]], owner: alpha, leaseDuration: .seconds(30)), "alpha claims")
+            let betas = try granted(try await storage.claim([saved[2]], owner: beta, leaseDuration: .seconds(30)), "beta claims")
             let now = Date()
             let workers = try await storage.workers()
             try expect(workers.map(\.owner) == [alpha, beta], "one worker per owner, sorted: \(workers)")
@@ -20,39 +20,43 @@ extension TaskStorageConformance {
                 // The server's clock decides expiry on a shared backend: a minute either way.
                 try expect(lease.epoch >= 1 && lease.expiresAt > now.addingTimeInterval(-60), "a live lease: \(lease)")
             }
-            try await storage.release(["q1"], owner: alpha)
-            _ = try await storage.finish([.completed(saved[2])], owner: beta)
+            try expect(workers.flatMap(\.queues).map(\.epoch) == alphas + betas, "the epochs the claims were granted: \(workers)")
+            try await storage.release([TaskQueueLease(queueName: "q1", epoch: alphas[0])], owner: alpha)
+            _ = try await storage.finish([.completed(saved[2], epoch: betas[0])], owner: beta)
             // Renewed just before the read: however long the steps above took, q2's lease is live.
-            try expect(try await renewing(["q2"], owner: alpha, in: storage).isEmpty, "alpha still holds q2")
+            try expect(
+                try await renewing([TaskQueueLease(queueName: "q2", epoch: alphas[1])], owner: alpha, in: storage).isEmpty, "alpha still holds q2"
+            )
             let after = try await storage.workers()
             try expect(after.map(\.owner) == [alpha] && after[0].queues.map(\.queueName) == ["q2"], "a released or finished lease is gone: \(after)")
         },
         Check("a queue's lease keeps a second owner off until the first releases it") { storage in
             let saved = try await storage.save([task("a", "q1"), task("b", "q1")])
-            try expect(try await storage.claim([saved[0]], owner: "w1", leaseDuration: .seconds(30)) == [.granted], "w1 claims")
+            let first = try granted(try await storage.claim([saved[0]], owner: "w1", leaseDuration: .seconds(30)), "w1 claims")
             let second = try await storage.claim([saved[0]], owner: "w2", leaseDuration: .seconds(30))
             guard case .heldElsewhere(let until)? = second.first else {
                 throw TaskStorageConformanceFailure("w2 is held off while w1 holds the lease: \(second)")
             }
             try expect(until > Date(), "the lease ends in the future: \(until)")
-            try expect(try await storage.finish([.completed(saved[0])], owner: "w1") == TaskFinishReport(), "w1's outcome is stored")
-            try expect(try await storage.claim([saved[1]], owner: "w2", leaseDuration: .seconds(30)) == [.granted], "released: w2 claims the next head")
+            try expect(try await storage.finish([.completed(saved[0], epoch: first[0])], owner: "w1") == TaskFinishReport(), "w1's outcome is stored")
+            _ = try granted(try await storage.claim([saved[1]], owner: "w2", leaseDuration: .seconds(30)), "released: w2 claims the next head")
         },
         Check("a lease its holder releases is free at once, waiting workers hear of it, and a second release changes nothing") { storage in
             guard let feed = try await storage.changes() else { throw TaskStorageConformanceFailure("a shared backend has a change feed") }
             var iterator = feed.makeAsyncIterator()
             let saved = try await storage.save([task("a", "q1")])
             try expect(await iterator.next() == [.queuesChanged(["q1"])], "the save is heard")
-            try expect(try await storage.claim(saved, owner: "w1", leaseDuration: .seconds(30)) == [.granted], "w1 claims")
-            try await storage.release(["q1"], owner: "w1")
+            let w1 = try granted(try await storage.claim(saved, owner: "w1", leaseDuration: .seconds(30)), "w1 claims")
+            try await storage.release([TaskQueueLease(queueName: "q1", epoch: w1[0])], owner: "w1")
             try expect(await iterator.next() == [.queuesChanged(["q1"])], "the release is heard: workers waiting for the lease claim again")
-            try expect(try await storage.claim(saved, owner: "w2", leaseDuration: .seconds(30)) == [.granted], "released: w2 claims at once")
+            let w2 = try granted(try await storage.claim(saved, owner: "w2", leaseDuration: .seconds(30)), "released: w2 claims at once")
+            try expect(w2[0] > w1[0], "a new holder, a new epoch: \(w1) then \(w2)")
             // w1's claim is gone: releasing again leaves w2's lease alone.
-            try await storage.release(["q1"], owner: "w1")
+            try await storage.release([TaskQueueLease(queueName: "q1", epoch: w1[0])], owner: "w1")
             guard case .heldElsewhere? = try await storage.claim(saved, owner: "w3", leaseDuration: .seconds(30)).first else {
                 throw TaskStorageConformanceFailure("w2 still holds the lease after w1 released it again")
             }
-            try expect(try await storage.finish([.completed(saved[0])], owner: "w2") == TaskFinishReport(), "w2's outcome is stored")
+            try expect(try await storage.finish([.completed(saved[0], epoch: w2[0])], owner: "w2") == TaskFinishReport(), "w2's outcome is stored")
         },
         Check("a claim is refused for a head that is gone, replaced, failed since, or waits for a restart") { storage in
             let saved = try await storage.save([task("a", "q1"), task("b", "q2"), task("c", "q3"), task("d", "q4")])
@@ -65,15 +69,20 @@ extension TaskStorageConformance {
         },
         Check("an expired lease is taken over with a new epoch, and the old holder's outcome changes nothing") { storage in
             let saved = try await storage.save([task("a", "q1")])
-            try expect(try await storage.claim(saved, owner: "w1", leaseDuration: .seconds(1)) == [.granted], "w1 claims")
+            let w1 = try granted(try await storage.claim(saved, owner: "w1", leaseDuration: .seconds(1)), "w1 claims")
             // w1 stops renewing (it died or was cut off): w2 gets the queue once the lease expires.
-            try await takeOver(saved[0], by: "w2", in: storage)
-            try expect(try await renewing(["q1"], owner: "w1", in: storage) == ["q1"], "w1's renewal reports the lease lost")
-            let late = try await storage.finish([.failed(saved[0], pause: .untilRestart)], owner: "w1")
+            let w2 = try await takeOver(saved[0], by: "w2", in: storage)
+            try expect(w2 > w1[0], "the takeover's epoch is newer: \(w1) then \(w2)")
+            let w1Lease = TaskQueueLease(queueName: "q1", epoch: w1[0])
+            try expect(try await renewing([w1Lease], owner: "w1", in: storage) == [w1Lease], "w1's renewal reports the lease lost")
+            let late = try await storage.finish([.failed(saved[0], pause: .untilRestart, epoch: w1[0])], owner: "w1")
             try expect(late.fenced == ["q1"], "w1's late outcome is refused: \(late)")
+            // The holder's name with the old epoch is no lease either: the epoch fences, not the name.
+            let stale = try await storage.finish([.failed(saved[0], pause: .untilRestart, epoch: w1[0])], owner: "w2")
+            try expect(stale.fenced == ["q1"], "an outcome under the old epoch is refused, whoever sends it: \(stale)")
             let stored = try await storage.tasks(inQueue: "q1")
             try expect(stored.first?.attempts == 0 && stored.first?.pause == nil, "nothing of it was stored")
-            try expect(try await storage.finish([.completed(saved[0])], owner: "w2") == TaskFinishReport(), "w2's outcome is stored")
+            try expect(try await storage.finish([.completed(saved[0], epoch: w2)], owner: "w2") == TaskFinishReport(), "w2's outcome is stored")
             try expect(try await storage.queueNames().isEmpty, "w2 completed it")
         },
         Check("a finish claims a completed queue's next head: the lease stays with its holder, under its epoch") { storage in
@@ -84,10 +93,10 @@ extension TaskStorageConformance {
                 task("g", "q4"),                   // g completes; its "next head" is another queue's action
             ])
             let (a, b, c, d, e, f, g) = (saved[0], saved[1], saved[2], saved[3], saved[4], saved[5], saved[6])
-            try expect(try await storage.claim([a, c, e, g], owner: "w1", leaseDuration: .seconds(30)) == Array(repeating: .granted, count: 4), "w1 claims")
+            let w1 = try granted(try await storage.claim([a, c, e, g], owner: "w1", leaseDuration: .seconds(30)), "w1 claims")
             let newD = try await storage.save([task("d", "q2", payload: "again")])[0]
             let report = try await storage.finish(
-                [.completed(a), .completed(c), .failed(e, pause: nil), .completed(g)],
+                [.completed(a, epoch: w1[0]), .completed(c, epoch: w1[1]), .failed(e, pause: nil, epoch: w1[2]), .completed(g, epoch: w1[3])],
                 claimingNext: ["q1": b, "q2": d, "q3": f, "q4": a], owner: "w1", leaseDuration: .seconds(30)
             )
             try expect(report == TaskFinishReport(continued: ["q1"]), "only q1's next head is claimed: \(report)")
@@ -100,36 +109,41 @@ extension TaskStorageConformance {
                 throw TaskStorageConformanceFailure("a stale head of a queue another worker holds waits for the lease")
             }
             let failedE = try await storage.tasks(inQueue: "q3")[0]
-            let others = try await storage.claim([newD, failedE], owner: "w2", leaseDuration: .seconds(30))
-            try expect(others == [.granted, .granted], "the other leases were released as usual: \(others)")
+            _ = try granted(try await storage.claim([newD, failedE], owner: "w2", leaseDuration: .seconds(30)), "the other leases were released as usual")
             // b runs on the lease its predecessor's finish kept: its outcome is stored under that epoch.
-            try expect(try await storage.finish([.completed(b)], owner: "w1") == TaskFinishReport(), "b's outcome is stored")
+            try expect(try await storage.finish([.completed(b, epoch: w1[0])], owner: "w1") == TaskFinishReport(), "b's outcome is stored")
             try expect(try await storage.tasks(inQueue: "q1").isEmpty, "q1 is done")
             try expect(try await storage.tasks(inQueue: "q4").isEmpty, "q4 is done")
-            try expect(try await renewing(["q1"], owner: "w1", in: storage).isEmpty, "nothing left to renew is lost")
+            // Released by b's finish, but still w1's under that epoch: renewed, not lost (the broker,
+            // which knows it let the lease go, releases it again).
+            let kept = TaskQueueLease(queueName: "q1", epoch: w1[0])
+            try expect(try await renewing([kept], owner: "w1", in: storage).isEmpty, "a lease released under its epoch is not lost")
+            try await storage.release([kept], owner: "w1")
         },
         Check("a lease its holder kept for a next head is taken over once it expires, and the late outcome changes nothing") { storage in
             let saved = try await storage.save([task("a", "q1"), task("b", "q1")])
-            try expect(try await storage.claim([saved[0]], owner: "w1", leaseDuration: .seconds(1)) == [.granted], "w1 claims")
-            let report = try await storage.finish([.completed(saved[0])], claimingNext: ["q1": saved[1]], owner: "w1", leaseDuration: .seconds(1))
+            let w1 = try granted(try await storage.claim([saved[0]], owner: "w1", leaseDuration: .seconds(1)), "w1 claims")
+            let report = try await storage.finish(
+                [.completed(saved[0], epoch: w1[0])], claimingNext: ["q1": saved[1]], owner: "w1", leaseDuration: .seconds(1)
+            )
             try expect(report.continued == ["q1"], "b is claimed with a's outcome: \(report)")
             // w1 stops (it died before b ran to its end): w2 takes q1 over once the lease expires.
-            try await takeOver(saved[1], by: "w2", in: storage)
-            let late = try await storage.finish([.failed(saved[1], pause: .untilRestart)], owner: "w1")
+            let w2 = try await takeOver(saved[1], by: "w2", in: storage)
+            let late = try await storage.finish([.failed(saved[1], pause: .untilRestart, epoch: w1[0])], owner: "w1")
             try expect(late.fenced == ["q1"], "w1's late outcome is refused: \(late)")
             try expect(try await storage.tasks(inQueue: "q1").first?.attempts == 0, "nothing of it was stored")
-            try expect(try await storage.finish([.completed(saved[1])], owner: "w2") == TaskFinishReport(), "w2's outcome is stored")
+            try expect(try await storage.finish([.completed(saved[1], epoch: w2)], owner: "w2") == TaskFinishReport(), "w2's outcome is stored")
         },
         Check("renewing keeps the leases of running actions") { storage in
             let saved = try await storage.save([task("a", "q1")])
-            try expect(try await storage.claim(saved, owner: "w1", leaseDuration: .seconds(30)) == [.granted], "w1 claims")
+            let w1 = try granted(try await storage.claim(saved, owner: "w1", leaseDuration: .seconds(30)), "w1 claims")
             // A renewal gives up after a quarter of the lease and the broker tries again soon after;
             // so does the check, on a machine too loaded to answer in time (a storage failure).
-            var lost: [String]?
+            var lost: [TaskQueueLease]?
             var failures: [String] = []
             for _ in 0..<3 where lost == nil {
                 do {
-                    lost = try await storage.renew(["q1"], owner: "w1", leaseDuration: .seconds(30))
+                    lost = try await storage.renew([TaskQueueLease(queueName: "q1", epoch: w1[0])], owner: "w1", leaseDuration: .seconds(30))
                 } catch let error as TaskBrokerError where error.code == .storageFailed {
                     failures.append(error.message)
                 }

@@ -77,11 +77,14 @@ public enum TaskStorageConformance: Sendable {
             // A backend may also refuse a head that is gone or replaced (a shared backend must);
             // the embedded one grants it, and finishing it is then a no-op.
             let saved = try await storage.save([task("a", "q1"), task("b", "q2")])
-            let granted = try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30))
-            try expect(granted == [.granted, .granted], "both heads are granted: got \(granted)")
-            try expect(try await storage.finish([.completed(saved[0]), .completed(saved[1])], owner: "w") == TaskFinishReport(), "nothing is refused")
+            let epochs = try granted(try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30)), "both heads are granted")
+            try expect(
+                try await storage.finish([.completed(saved[0], epoch: epochs[0]), .completed(saved[1], epoch: epochs[1])], owner: "w")
+                    == TaskFinishReport(),
+                "nothing is refused"
+            )
             let again = try await storage.save([task("c", "q1")])
-            try expect(try await storage.claim(again, owner: "w", leaseDuration: .seconds(30)) == [.granted], "a finished claim frees the queue")
+            _ = try granted(try await storage.claim(again, owner: "w", leaseDuration: .seconds(30)), "a finished claim frees the queue")
         },
         Check("several queues are read in one call") { storage in
             _ = try await storage.save([task("a", "q1"), task("b", "q2"), task("c", "q1"), task("d", "q3")])
@@ -102,8 +105,8 @@ public enum TaskStorageConformance: Sendable {
         Check("a limited read returns the first actions of each queue, in enqueue order") { storage in
             let saved = try await storage.save((0..<5).flatMap { [task("a\($0)", "q1"), task("b\($0)", "q2")] } + [task("c", "q3")])
             // A completed head is gone from the read: the next actions take its place.
-            try expect(try await storage.claim([saved[0]], owner: "w", leaseDuration: .seconds(30)) == [.granted], "a0 runs")
-            try await storage.finish([.completed(saved[0])], owner: "w")
+            let epochs = try granted(try await storage.claim([saved[0]], owner: "w", leaseDuration: .seconds(30)), "a0 runs")
+            try await storage.finish([.completed(saved[0], epoch: epochs[0])], owner: "w")
             _ = try await storage.save([task("b1", "q2", payload: "again")])
             let read = try await storage.tasks(inQueues: ["q1", "q2", "q3", "empty"], limit: 2)
             try expect(read.keys.sorted() == ["q1", "q2", "q3"], "each queue that has actions, and no other: \(read.keys.sorted())")
@@ -120,9 +123,9 @@ public enum TaskStorageConformance: Sendable {
         },
         Check("completing deletes only the revision that ran") { storage in
             let saved = try await storage.save([task("a", "q1"), task("b", "q2")])
-            try expect(try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30)) == [.granted, .granted], "both run")
+            let epochs = try granted(try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30)), "both run")
             _ = try await storage.save([task("b", "q2", payload: "again")])
-            let report = try await storage.finish([.completed(saved[0]), .completed(saved[1])], owner: "w")
+            let report = try await storage.finish([.completed(saved[0], epoch: epochs[0]), .completed(saved[1], epoch: epochs[1])], owner: "w")
             try expect(report.fenced.isEmpty, "the claimant still holds both queues: nothing is refused")
             try expect(report.outdated.isSubset(of: ["q2"]), "only b's outcome may be reported outdated: \(report)")
             try expect(try await storage.queueNames() == ["q2"], "a is gone")
@@ -188,12 +191,21 @@ public enum TaskStorageConformance: Sendable {
     /// machine.
     public static let sharedChecks: [Check] = sharedQueueChecks + sharedJobChecks
 
+    /// The epochs of claims that must all be granted.
+    static func granted(_ results: [TaskClaimResult], _ message: @autoclosure () -> String) throws -> [Int64] {
+        let epochs = results.compactMap(\.grantedEpoch)
+        try expect(epochs.count == results.count, "\(message()): \(results)")
+        return epochs
+    }
+
     /// Claims `head` for `owner` until the lease another worker holds on its queue expires and
-    /// the claim is granted (at most ~200 tries, each after the time the refusal names).
-    static func takeOver(_ head: StoredTask, by owner: String, in storage: any TaskStorage) async throws {
+    /// the claim is granted (at most ~200 tries, each after the time the refusal names); returns
+    /// the epoch it was granted under.
+    @discardableResult
+    static func takeOver(_ head: StoredTask, by owner: String, in storage: any TaskStorage) async throws -> Int64 {
         for _ in 0..<200 {
             let result = try await storage.claim([head], owner: owner, leaseDuration: .seconds(30))
-            if result == [.granted] { return }
+            if result.count == 1, let epoch = result[0].grantedEpoch { return epoch }
             guard case .heldElsewhere(let until)? = result.first else {
                 throw TaskStorageConformanceFailure("\(owner)'s claim is held off, not refused: \(result)")
             }
@@ -215,16 +227,15 @@ public enum TaskStorageConformance: Sendable {
         }
     }
 
-    static func renewing(_ queueNames: [String], owner: String, in storage: any TaskStorage) async throws -> [String] {
-        try await renewing { try await storage.renew(queueNames, owner: owner, leaseDuration: .seconds(30)) }
+    static func renewing(_ leases: [TaskQueueLease], owner: String, in storage: any TaskStorage) async throws -> [TaskQueueLease] {
+        try await renewing { try await storage.renew(leases, owner: owner, leaseDuration: .seconds(30)) }
     }
 
     /// What a broker does with outcomes: claims the actions, then stores what became of them.
     static func settle(_ storage: any TaskStorage, _ outcomes: [TaskOutcome]) async throws {
         let heads = outcomes.map(\.task)
-        let claims = try await storage.claim(heads, owner: "w", leaseDuration: .seconds(30))
-        try expect(claims.allSatisfy { $0 == .granted }, "the heads are granted: \(claims)")
-        let report = try await storage.finish(outcomes, owner: "w")
+        let epochs = try granted(try await storage.claim(heads, owner: "w", leaseDuration: .seconds(30)), "the heads are granted")
+        let report = try await storage.finish(zip(outcomes, epochs).map { $0.under(epoch: $1) }, owner: "w")
         try expect(report == TaskFinishReport(), "the claimant's outcomes are stored: \(report)")
     }
 

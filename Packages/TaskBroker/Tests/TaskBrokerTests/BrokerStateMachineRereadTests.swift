@@ -25,7 +25,7 @@ struct BrokerStateMachineRereadTests {
         let c = h.entry("c", "q")
         #expect(h.send(MachineHarness.loaded("q", [a2])).loads == [["q"]], "the read from before c's save is read again")
         #expect(h.send(MachineHarness.loaded("q", [a2, c])).claims == [["a"]])
-        #expect(h.send(.claimed([a2.task], results: [.granted])).runs == ["a"])
+        #expect(h.send(.claimed([a2.task], results: [.granted()])).runs == ["a"])
         #expect(h.send(.stored([.success(a2)])).claims == [["c"]], "c runs")
     }
 
@@ -39,12 +39,12 @@ struct BrokerStateMachineRereadTests {
         let b = h.entry("b", "q2")
         _ = h.send(.start(["q", "q2"]))
         #expect(h.send(MachineHarness.loaded("q", [a]), MachineHarness.loaded("q2", [b])).claims == [["a"]])
-        #expect(h.send(.claimed([a.task], results: [.granted])).runs == ["a"])
+        #expect(h.send(.claimed([a.task], results: [.granted()])).runs == ["a"])
         let late = h.send(.notStarted([a.task]))
         #expect(late.events == [.leaseLost(queueName: "q", key: "a", collection: a.task.collection)])
         #expect(late.loads == [["q"]], "the queue is read again")
         #expect(late.claims == [["b"]], "its slot went to the next queue")
-        _ = h.send(.claimed([b.task], results: [.granted]))
+        _ = h.send(.claimed([b.task], results: [.granted()]))
         _ = h.send(.stored([.success(b)]))
         #expect(h.send(MachineHarness.loaded("q", [a])).claims == [["a"]], "claimed anew once read")
         // Another version of the head (or none) in flight: a late report about `a` changes nothing.
@@ -69,7 +69,7 @@ struct BrokerStateMachineRereadTests {
         let refused = h.send(.claimed([b.task], results: [.changed]))
         #expect(refused.loads == [["q"]], "q is read again")
         #expect(refused.claims == [["c"]], "the freed slot goes to the next queue in the line")
-        #expect(h.send(.claimed([c.task], results: [.granted])).runs == ["c"])
+        #expect(h.send(.claimed([c.task], results: [.granted()])).runs == ["c"])
         let b2 = h.entry("b2", "q")
         #expect(h.send(MachineHarness.loaded("q", [b2])).claims.isEmpty, "no free slot")
         #expect(h.send(.stored([.success(c)])).claims == [["b2"]], "q goes before s, which waited behind it")
@@ -77,13 +77,13 @@ struct BrokerStateMachineRereadTests {
         let again = h.send(.claimed([b2.task], results: [.changed]))
         #expect(again.loads == [["q"]])
         #expect(again.claims == [["d"]])
-        #expect(h.send(.claimed([d.task], results: [.granted])).runs == ["d"])
+        #expect(h.send(.claimed([d.task], results: [.granted()])).runs == ["d"])
         let b3 = h.entry("b3", "q")
         let e = h.entry("e", "r")
         _ = h.send(.changes([.saved(e)]))
         _ = h.send(MachineHarness.loaded("q", [b3]))
         #expect(h.send(.stored([.success(d)])).claims == [["e"]], "r, ready before q was read, goes first")
-        #expect(h.send(.claimed([e.task], results: [.granted])).runs == ["e"])
+        #expect(h.send(.claimed([e.task], results: [.granted()])).runs == ["e"])
         #expect(h.send(.stored([.success(e)])).claims == [["b3"]])
     }
 
@@ -97,11 +97,11 @@ struct BrokerStateMachineRereadTests {
         _ = h.send(.start(["q"]))
         #expect(h.send(MachineHarness.loaded("q", [a])).claims == [["a"]])
         #expect(h.send(.leaseLost(["q"])).loads.isEmpty, "the claim is still under way")
-        let granted = h.send(.claimed([a.task], results: [.granted]))
+        let granted = h.send(.claimed([a.task], results: [.granted()]))
         #expect(granted.runs.isEmpty)
         #expect(granted.loads == [["q"]], "read the queue again")
         #expect(h.send(MachineHarness.loaded("q", [a])).claims == [["a"]])
-        #expect(h.send(.claimed([a.task], results: [.granted])).runs == ["a"])
+        #expect(h.send(.claimed([a.task], results: [.granted()])).runs == ["a"])
     }
 
     /// The embedded backend's revisions follow its commits: a notice older than what a read saw is

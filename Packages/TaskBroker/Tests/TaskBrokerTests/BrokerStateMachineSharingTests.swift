@@ -64,20 +64,20 @@ import Testing
         }
         // Alone, a busy worker keeps its queue for the next head, other queues waiting in the line or not.
         var (alone, a) = busyWorker()
-        #expect(alone.send(.claimed([try #require(a["a1"]).task], results: [.granted])).nextHeads == ["a2"])
+        #expect(alone.send(.claimed([try #require(a["a1"]).task], results: [.granted()])).nextHeads == ["a2"])
 
         var (h, e) = busyWorker()
         func task(_ key: String) throws -> StoredTask { try #require(e[key]).task }
         let asked = h.send(.changes([.spareCapacityElsewhere(room: 1)]))
         let sharing = try #require(asked.timers.first { $0.delay == .after(.seconds(10)) }, "for a lease")
         // r and s wait for this worker's one slot: q is let go with a1's outcome, for the asker.
-        #expect(h.send(.claimed([try task("a1")], results: [.granted])).nextHeads == [nil])
+        #expect(h.send(.claimed([try task("a1")], results: [.granted()])).nextHeads == [nil])
         let stored = h.send(.stored([.success(try #require(e["a1"]))]))
         #expect(stored.claims == [["b1"]])
         // This worker leaves q alone for a twelfth of the lease, unless it changes, so that the
         // asker claims it first.
         let holdOff = try #require(stored.timers.first { $0.delay == .after(.seconds(2)) })
-        #expect(h.send(.claimed([try task("b1")], results: [.granted])).nextHeads == ["b2"], "the asker's room is used up: r is kept")
+        #expect(h.send(.claimed([try task("b1")], results: [.granted()])).nextHeads == ["b2"], "the asker's room is used up: r is kept")
         // Then q goes back in the line, behind s (at the back: a takeover's claim goes first).
         #expect(h.send(.timerFired(holdOff.token)).claims.isEmpty, "the slot is busy")
         #expect(h.send(.continued(["r"]), .stored([.success(try #require(e["b1"]), next: e["b2"])])).claims == [["c1"]])
@@ -86,7 +86,7 @@ import Testing
         #expect(again.cancelledTimers == [sharing.token])
         let renewed = try #require(again.timers.first)
         _ = h.send(.timerFired(renewed.token))
-        #expect(h.send(.claimed([try task("c1")], results: [.granted])).nextHeads == ["c2"], "q and r wait in the line, but nobody asked")
+        #expect(h.send(.claimed([try task("c1")], results: [.granted()])).nextHeads == ["c2"], "q and r wait in the line, but nobody asked")
         #expect(h.send(.stored([.success(try #require(e["c1"]))])).claims == [["a2"]], "q's turn")
     }
 }

@@ -50,8 +50,8 @@ import Testing
             return Reading(queue)
         }
         #expect(reading(.free) == Reading(mayTakeSlot: true, slotIsIdle: true))
-        #expect(reading(.kept(nil)) == Reading(mayTakeSlot: true, slotIsIdle: true, keptLease: true))
-        #expect(reading(.kept(Self.claim)) == Reading(mayTakeSlot: true, slotIsIdle: false, keptLease: true, hasNextClaim: true))
+        #expect(reading(.kept(epoch: 3, next: nil)) == Reading(mayTakeSlot: true, slotIsIdle: true, keptLease: true))
+        #expect(reading(.kept(epoch: 3, next: Self.claim)) == Reading(mayTakeSlot: true, slotIsIdle: false, keptLease: true, hasNextClaim: true))
         #expect(reading(.inFlight(Queue.Flight())) == Reading(mayTakeSlot: false, slotIsIdle: false, inFlight: true))
         #expect(reading(.claimRetry) == Reading(mayTakeSlot: false, slotIsIdle: false))
         #expect(reading(.leaseWait(timer: 4)) == Reading(mayTakeSlot: false, slotIsIdle: false, leaseWait: 4))
@@ -61,10 +61,11 @@ import Testing
     /// flight starts with none of it.
     @Test func whatHappensInFlightEndsWithTheFlight() throws {
         var queue = Queue()
-        queue.slot = .kept(Self.claim)
+        queue.slot = .kept(epoch: 3, next: Self.claim)
         let began = queue.beginFlight()
         #expect(began)
         #expect(queue.inFlight && !queue.keptLease && queue.nextClaim == nil, "a kept lease and its claim are spent")
+        #expect(queue.flight?.epoch == 3 && queue.leaseEpoch == 3, "the head runs under the kept lease's epoch until claimed anew")
         queue.updateFlight { $0.leaseLost = true }
         queue.updateFlight { $0.readAfterOutcome = true }
         queue.markContinued(sentAt: .seconds(5))
@@ -85,23 +86,25 @@ import Testing
         let freshFlight = queue.endFlight(to: .claimRetry)
         let fresh = try #require(freshFlight)
         #expect(!fresh.leaseLost && !fresh.readAfterOutcome && fresh.continuedAt == nil && !fresh.outdated)
+        #expect(fresh.epoch == nil, "begun from free, the flight holds no lease until a claim grants one")
         queue.endClaimRetry()
         #expect(Reading(queue) == Reading(mayTakeSlot: true, slotIsIdle: true))
     }
 
     @Test func aNextHeadsClaimIsDroppedOnlyByItsOwnTimer() {
         var queue = Queue()
-        queue.slot = .kept(Self.claim)
+        queue.slot = .kept(epoch: 5, next: Self.claim)
         queue.setNextClaimTimer(11)
         queue.dropNextClaim(startedBy: 7)
         #expect(queue.nextClaim?.timer == 11, "the claim's timer is the one set last")
         queue.dropNextClaim(startedBy: 11)
-        #expect(queue.keptLease && queue.nextClaim == nil, "the lease stays kept")
-        queue.slot = .kept(Self.claim)
+        #expect(queue.keptLease && queue.nextClaim == nil && queue.leaseEpoch == 5, "the lease stays kept, under its epoch")
+        queue.slot = .kept(epoch: 6, next: Self.claim)
         queue.forgetNextClaim()
-        #expect(queue.keptLease && queue.nextClaim == nil)
+        #expect(queue.keptLease && queue.nextClaim == nil && queue.leaseEpoch == 6)
         let released = queue.releaseKeptLease()
-        #expect(released)
+        #expect(released == 6, "the kept lease is let go under its epoch")
+        #expect(queue.leaseEpoch == nil)
         #expect(Reading(queue) == Reading(mayTakeSlot: true, slotIsIdle: true))
     }
 
@@ -113,7 +116,7 @@ import Testing
         let endedFree = queue.endFlight()
         #expect(endedFree == nil)
         let released = queue.releaseKeptLease()
-        #expect(!released, "free keeps no lease")
+        #expect(released == nil, "free keeps no lease")
         #expect(Reading(queue) == Reading(mayTakeSlot: true, slotIsIdle: true))
         let began = queue.beginFlight()
         #expect(began)
@@ -127,7 +130,7 @@ import Testing
         let beganWhileWaiting = queue.beginFlight()
         #expect(!beganWhileWaiting, "a queue whose lease another worker holds takes no slot")
         let releasedWhileWaiting = queue.releaseKeptLease()
-        #expect(!releasedWhileWaiting)
+        #expect(releasedWhileWaiting == nil)
         #expect(queue.leaseWait == 3)
         queue.slot = .claimRetry
         let endedRetry = queue.endFlight()
@@ -165,7 +168,7 @@ import Testing
         #expect(slot(h) == Reading(mayTakeSlot: false, slotIsIdle: false))
         #expect(h.send(.timerFired(try #require(failed.timers.first).token)).claims == [["a"]])
 
-        #expect(h.send(.claimed([a.task], results: [.granted])).runs == ["a"])
+        #expect(h.send(.claimed([a.task], results: [.granted()])).runs == ["a"])
         #expect(h.send(.continued(["q"]), .stored([.success(a, next: b)])).runs == ["b"], "b starts on the finish's claim")
         #expect(slot(h)?.inFlight == true)
         let kept = h.send(.continued(["q"]), .stored([.success(b, next: c)]))

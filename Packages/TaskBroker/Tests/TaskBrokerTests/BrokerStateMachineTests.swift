@@ -374,7 +374,7 @@ import Testing
         #expect(refused.events == [.storageRecovered(operation: .claim, queueNames: ["q"])], "the claim answered")
         #expect(refused.loads == [["q"]], "refused: read the queue again")
         #expect(h.send(MachineHarness.loaded("q", [a])).claims == [["a"]])
-        #expect(h.send(.claimed([a.task], results: [.granted])).runs == ["a"])
+        #expect(h.send(.claimed([a.task], results: [.granted()])).runs == ["a"])
     }
 
     // MARK: Lifetime
@@ -401,7 +401,7 @@ import Testing
         let claiming = h.send(MachineHarness.loaded("q1", [a]), MachineHarness.loaded("q2", [b]), MachineHarness.loaded("q3", [c]))
         #expect(claiming.claims == [["a", "b", "c"]])
         #expect(!h.send(.shutdown).finishes, "the claim is still under way")
-        let out = h.send(.claimed([a.task, b.task, c.task], results: [.granted, .changed, .heldElsewhere(until: Date(timeIntervalSince1970: 2_000))]))
+        let out = h.send(.claimed([a.task, b.task, c.task], results: [.granted(), .changed, .heldElsewhere(until: Date(timeIntervalSince1970: 2_000))]))
         #expect(out.runs.isEmpty, "a stopping broker starts nothing")
         #expect(out.releases == [["q1"]], "only the lease granted is let go")
         #expect(out.finishes)
@@ -415,7 +415,7 @@ import Testing
         #expect(h.send(MachineHarness.loaded("q", [a, b])).claims == [["a"]])
         let deleted = h.send(.changes([.deleted(a.task)]))
         #expect(deleted.claims.isEmpty, "a's claim is still under way")
-        let out = h.send(.claimed([a.task], results: [.granted]))
+        let out = h.send(.claimed([a.task], results: [.granted()]))
         #expect(out.releases.isEmpty, "the lease is kept for the queue's next head")
         #expect(out.runs.isEmpty)
         #expect(out.claims == [["b"]])
@@ -445,7 +445,7 @@ import Testing
         let b = h.entry("b", "q")
         _ = h.send(.start(["q"]))
         _ = h.send(MachineHarness.loaded("q", [a, b]))
-        #expect(h.send(.claimed([a.task], results: [.granted])).runs == ["a"])
+        #expect(h.send(.claimed([a.task], results: [.granted()])).runs == ["a"])
         #expect(h.send(.leaseLost(["q"])).isEmpty, "nothing happens until the refused outcome is back")
         let out = h.send(.stored([.success(a)]))
         #expect(out.events == [.leaseLost(queueName: "q", key: "a", collection: "c")])
@@ -469,7 +469,7 @@ import Testing
         _ = h.send(.start(["q", "q2"]))
         _ = h.send(MachineHarness.loaded("q", [a, b]), MachineHarness.loaded("q2", [c]))
         let until = Date(timeIntervalSince1970: 2_000)
-        let held = h.send(.claimed([a.task, c.task], results: [.heldElsewhere(until: until), .granted]))
+        let held = h.send(.claimed([a.task, c.task], results: [.heldElsewhere(until: until), .granted()]))
         #expect(held.runs == ["c"], "a queue held elsewhere does not hold up the others")
         let timer = try #require(held.timers.first)
         #expect(h.machine.running == 1, "the held queue takes no slot")
@@ -481,7 +481,7 @@ import Testing
         let expired = h.send(.timerFired(timer.token))
         #expect(expired.loads.isEmpty)
         #expect(expired.claims == [["b"]])
-        #expect(h.send(.claimed([b.task], results: [.granted])).runs == ["b"], "taken over")
+        #expect(h.send(.claimed([b.task], results: [.granted()])).runs == ["b"], "taken over")
     }
 
     @Test func aQueueTakenOverFromAWorkerWhoseLeaseExpiredTakesTheNextFreeSlotBeforeTheLine() throws {
@@ -497,15 +497,15 @@ import Testing
         let held = h.send(.claimed([a.task], results: [.heldElsewhere(until: Date(timeIntervalSince1970: 2_000))]))
         let timer = try #require(held.timers.first)
         #expect(held.claims == [["b1"]])
-        #expect(h.send(.claimed([b1.task], results: [.granted])).runs == ["b1"])
+        #expect(h.send(.claimed([b1.task], results: [.granted()])).runs == ["b1"])
         // The holder died: its lease expires while the slot is busy.
         let expired = h.send(.timerFired(timer.token))
         #expect(expired.loads.isEmpty && expired.claims.isEmpty, "the slot is still busy")
         // The freed slot goes to the queue taken over, ahead of s (which waited in the line) and r.
         #expect(h.send(.stored([.success(b1)])).claims == [["a"]])
-        #expect(h.send(.claimed([a.task], results: [.granted])).runs == ["a"])
+        #expect(h.send(.claimed([a.task], results: [.granted()])).runs == ["a"])
         #expect(h.send(.stored([.success(a)])).claims == [["c"]], "then the line in its order")
-        #expect(h.send(.claimed([c.task], results: [.granted])).runs == ["c"])
+        #expect(h.send(.claimed([c.task], results: [.granted()])).runs == ["c"])
         #expect(h.send(.stored([.success(c)])).claims == [["b2"]])
     }
 
@@ -532,7 +532,7 @@ import Testing
         let c = h.entry("c", "q")
         _ = h.send(.start(["q"]))
         #expect(h.send(MachineHarness.loaded("q", [a, b, c])).claims == [["a"]])
-        let first = h.send(.claimed([a.task], results: [.granted]))
+        let first = h.send(.claimed([a.task], results: [.granted()]))
         #expect(first.runs == ["a"])
         #expect(first.nextHeads == ["b"], "a's finish is to claim b")
         // The finish stored a's success and claimed b: b starts at once, with no claim.
@@ -545,7 +545,7 @@ import Testing
         let last = h.send(.stored([.success(b, next: c)]))
         #expect(last.runs.isEmpty)
         #expect(last.claims == [["c"]])
-        #expect(h.send(.claimed([c.task], results: [.granted])).nextHeads == [nil], "nothing comes after c")
+        #expect(h.send(.claimed([c.task], results: [.granted()])).nextHeads == [nil], "nothing comes after c")
     }
 
     /// After a stall of the whole process (SIGSTOP, a paused VM) longer than the claim's lifetime,
@@ -559,7 +559,7 @@ import Testing
         let b = h.entry("b", "q")
         _ = h.send(.start(["q"]))
         _ = h.send(MachineHarness.loaded("q", [a, b]))
-        #expect(h.send(.claimed([a.task], results: [.granted])).nextHeads == ["b"])
+        #expect(h.send(.claimed([a.task], results: [.granted()])).nextHeads == ["b"])
         // The report is handled at 10 s; the claim's lifetime is 2 s.
         h.machine.now = .seconds(10)
         let out = h.send(.continued(["q"], sentAt: sentAt), .stored([.success(a, next: b)]))
@@ -582,7 +582,7 @@ import Testing
         _ = h.send(.start(["q"]))
         #expect(h.send(MachineHarness.loaded("q", [a])).claims == [["a"]])
         h.machine.now = .seconds(10)
-        let out = h.send(.claimed([a.task], results: [.granted], sentAt: sentAt))
+        let out = h.send(.claimed([a.task], results: [.granted()], sentAt: sentAt))
         #expect(out.runs == (starts ? ["a"] : []))
         #expect(out.loads == (starts ? [] : [["q"]]), "an old grant reads the queue again")
     }
@@ -604,7 +604,7 @@ import Testing
         let c = h.entry("c", "q2")
         _ = h.send(.start(["q1", "q2"]))
         _ = h.send(MachineHarness.loaded("q1", [a, b]), MachineHarness.loaded("q2", [c]))
-        let out = h.send(.claimed([a.task, c.task], results: [.granted, .granted]))
+        let out = h.send(.claimed([a.task, c.task], results: [.granted(), .granted()]))
         #expect(out.runs == ["a", "c"])
         #expect(out.nextHeads == [nil, nil], "an undecodable head is claimed on its own; q2 has no next head")
     }
@@ -615,14 +615,14 @@ import Testing
         let b = h.entry("b", "q")
         _ = h.send(.start(["q"]))
         _ = h.send(MachineHarness.loaded("q", [a, b]))
-        #expect(h.send(.claimed([a.task], results: [.granted])).nextHeads == ["b"])
+        #expect(h.send(.claimed([a.task], results: [.granted()])).nextHeads == ["b"])
         // b is saved again while a runs: the finish claimed the old version.
         let newB = h.resaved(b)
         #expect(h.send(.changes([.saved(newB)])).isEmpty)
         let out = h.send(.continued(["q"]), .stored([.success(a, next: b)]))
         #expect(out.runs.isEmpty, "the version claimed is not the head any more")
         #expect(out.claims == [["b"]])
-        #expect(h.send(.claimed([newB.task], results: [.granted])).runEntries.map(\.task.revision) == [newB.task.revision])
+        #expect(h.send(.claimed([newB.task], results: [.granted()])).runEntries.map(\.task.revision) == [newB.task.revision])
     }
 
     @Test func aQueueWhoseNextHeadWasClaimedStillWaitsItsTurnAndItsClaimExpires() throws {
@@ -633,13 +633,13 @@ import Testing
         let y = h.entry("y", "r")
         _ = h.send(.start(["q", "r"]))
         #expect(h.send(MachineHarness.loaded("q", [a, b]), MachineHarness.loaded("r", [x, y])).claims == [["a"]])
-        _ = h.send(.claimed([a.task], results: [.granted]))
+        _ = h.send(.claimed([a.task], results: [.granted()]))
         // The slot goes to r, which waited in the line; q goes to the back with b claimed.
         let fair = h.send(.continued(["q"]), .stored([.success(a, next: b)]))
         #expect(fair.runs.isEmpty)
         #expect(fair.claims == [["x"]], "a long queue does not keep the slot because its next head was claimed")
         let expiry = try #require(fair.timers.first)
-        #expect(h.send(.claimed([x.task], results: [.granted])).runs == ["x"])
+        #expect(h.send(.claimed([x.task], results: [.granted()])).runs == ["x"])
         // b's claim ages past its lifetime (its lease is not renewed while it waits): spent.
         #expect(h.send(.timerFired(expiry.token)).isEmpty)
         let turn = h.send(.stored([.success(x)]))
@@ -654,9 +654,9 @@ import Testing
         let x = h.entry("x", "r")
         _ = h.send(.start(["q", "r"]))
         _ = h.send(MachineHarness.loaded("q", [a, b]), MachineHarness.loaded("r", [x]))
-        _ = h.send(.claimed([a.task], results: [.granted]))
+        _ = h.send(.claimed([a.task], results: [.granted()]))
         _ = h.send(.continued(["q"]), .stored([.success(a, next: b)]))
-        _ = h.send(.claimed([x.task], results: [.granted]))
+        _ = h.send(.claimed([x.task], results: [.granted()]))
         // Something changed that cannot be replayed: q is read again while it waits.
         #expect(h.send(.changes([.reload(["q"])])).loads == [["q"]])
         _ = h.send(MachineHarness.loaded("q", [b]))
@@ -669,7 +669,7 @@ import Testing
         let b = h.entry("b", "q")
         _ = h.send(.start(["q"]))
         _ = h.send(MachineHarness.loaded("q", [a, b]))
-        #expect(h.send(.claimed([a.task], results: [.granted])).nextHeads == ["b"])
+        #expect(h.send(.claimed([a.task], results: [.granted()])).nextHeads == ["b"])
         _ = h.send(.shutdown)
         let out = h.send(.continued(["q"]), .stored([.success(a, next: b)]))
         #expect(out.runs.isEmpty)
@@ -684,13 +684,13 @@ import Testing
         let x = h.entry("x", "r")
         _ = h.send(.start(["q", "r"]))
         _ = h.send(MachineHarness.loaded("q", [a, b]), MachineHarness.loaded("r", [x]))
-        _ = h.send(.claimed([a.task], results: [.granted]))
+        _ = h.send(.claimed([a.task], results: [.granted()]))
         // b's lease is kept while r has the one slot.
         #expect(h.send(.continued(["q"]), .stored([.success(a, next: b)])).claims == [["x"]])
         let stop = h.send(.shutdown)
         #expect(stop.releases == [["q"]], "b will not start here: its lease is let go at once")
         #expect(!stop.finishes, "x's claim is under way")
-        #expect(h.send(.claimed([x.task], results: [.granted])).releases == [["r"]], "nor will x")
+        #expect(h.send(.claimed([x.task], results: [.granted()])).releases == [["r"]], "nor will x")
     }
 
     /// A finish kept the lease, but no next head was recorded to start on it: the queue was being
@@ -702,7 +702,7 @@ import Testing
         let b = h.entry("b", "q")
         _ = h.send(.start(["q"]))
         _ = h.send(MachineHarness.loaded("q", [a, b]))
-        #expect(h.send(.claimed([a.task], results: [.granted])).nextHeads == ["b"])
+        #expect(h.send(.claimed([a.task], results: [.granted()])).nextHeads == ["b"])
         #expect(h.send(.changes([.reload(["q"])])).loads == [["q"]])
         let stored = h.send(.continued(["q"]), .stored([.success(a, next: b)]))
         #expect(stored.runs.isEmpty && stored.claims.isEmpty, "q is being read")
@@ -718,11 +718,11 @@ import Testing
         let x = h.entry("x", "r")
         _ = h.send(.start(["q", "r"]))
         _ = h.send(MachineHarness.loaded("q", [a, b]), MachineHarness.loaded("r", [x]))
-        _ = h.send(.claimed([a.task], results: [.granted]))
+        _ = h.send(.claimed([a.task], results: [.granted()]))
         let fair = h.send(.continued(["q"]), .stored([.success(a, next: b)]))
         #expect(fair.claims == [["x"]])
         let expiry = try #require(fair.timers.first)
-        _ = h.send(.claimed([x.task], results: [.granted]))
+        _ = h.send(.claimed([x.task], results: [.granted()]))
         #expect(h.send(.timerFired(expiry.token)).isEmpty)
         #expect(h.send(.shutdown).releases == [["q"]], "r is in flight: its lease follows its outcome")
     }

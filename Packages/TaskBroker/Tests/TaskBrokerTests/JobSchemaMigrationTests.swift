@@ -110,7 +110,7 @@ struct JobSchemaMigrationTests {
             NewTask(key: "b1", collection: "c", queueName: "q-restart", payload: Data()),
             NewTask(key: "l1", collection: "c", queueName: "q-leased", payload: Data()),
         ])
-        #expect(try await old.storage.claim([saved[3]], owner: "old", leaseDuration: .seconds(30)) == [.granted])
+        let epochs = try await old.storage.claimGranted([saved[3]], owner: "old")
         let retryAt = 1_900_000_000.25
         try await old.write { tx in
             for statement in [
@@ -150,7 +150,7 @@ struct JobSchemaMigrationTests {
         var leased = saved[3]
         let failure = TaskFailure(reason: "failed before the upgrade", failedAt: Date(timeIntervalSince1970: 1_950_000_000))
         leased.lastFailure = failure
-        #expect(try await old.storage.finish([.failed(leased, pause: nil)], owner: "old") == TaskFinishReport())
+        #expect(try await old.storage.finish([.failed(leased, pause: nil, epoch: epochs[0])], owner: "old") == TaskFinishReport())
         let stored = try await migrated.storage.tasks(inQueue: "q-leased")
         #expect(stored.first?.attempts == 1 && stored.first?.lastFailure == failure, "\(stored)")
     }

@@ -19,10 +19,10 @@ struct PostgresCommitTests {
     @Test func aFinishWhoseCommitFailsThrowsAndStoresNothing() async throws {
         let (storage, admin, schema) = try await Self.storage()
         let saved = try await storage.save([NewTask(key: "poison", collection: "c", queueName: "q", payload: Data())])
-        #expect(try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30)) == [.granted])
+        let epochs = try await storage.claimGranted(saved, owner: "w")
         try await Self.failCommitsThatDelete("poison", admin: admin, schema: schema)
         await #expect(throws: TaskBrokerError.self) {
-            try await storage.finish([.completed(saved[0])], owner: "w")
+            try await storage.finish([.completed(saved[0], epoch: epochs[0])], owner: "w")
         }
         #expect(try await storage.tasks(inQueue: "q").map(\.key) == ["poison"], "the action is still stored")
     }
@@ -34,19 +34,16 @@ struct PostgresCommitTests {
         await #expect(throws: TaskBrokerError.self) {
             try await storage.claim(saved, owner: "doomed", leaseDuration: .seconds(30))
         }
-        #expect(
-            try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30)) == [.granted],
-            "no lease was taken: another worker claims the queue at once"
-        )
+        _ = try await storage.claimGranted(saved, owner: "w")  // no lease was taken: another worker claims the queue at once
     }
 
     @Test func aRenewalWhoseCommitFailsThrows() async throws {
         let (storage, admin, schema) = try await Self.storage()
         let saved = try await storage.save([NewTask(key: "a", collection: "c", queueName: "q", payload: Data())])
-        #expect(try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30)) == [.granted])
+        let epochs = try await storage.claimGranted(saved, owner: "w")
         try await Self.failCommits(of: "UPDATE", on: "queue", when: "NEW.owner = 'w'", admin: admin, schema: schema)
         await #expect(throws: TaskBrokerError.self) {
-            try await storage.renew(["q"], owner: "w", leaseDuration: .seconds(30))
+            try await storage.renew([TaskQueueLease(queueName: "q", epoch: epochs[0])], owner: "w", leaseDuration: .seconds(30))
         }
     }
 
@@ -57,7 +54,7 @@ struct PostgresCommitTests {
     @Test func aClaimOfItsOwnLeaseWhoseRowIsLockedIsTriedAgainSoon() async throws {
         let (storage, admin, schema) = try await Self.storage()
         let saved = try await storage.save([NewTask(key: "a", collection: "c", queueName: "q", payload: Data())])
-        #expect(try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30)) == [.granted])
+        _ = try await storage.claimGranted(saved, owner: "w")
         let answer = try await admin.write { tx -> TaskClaimResult? in
             try await tx.execute(PostgresQuery(unsafeSQL: "SELECT 1 FROM \"\(schema)\".queue WHERE name = 'q' FOR NO KEY UPDATE"))
             return try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30)).first
@@ -78,7 +75,7 @@ struct PostgresCommitTests {
         let (storage, admin, _) = try await Self.storage()
         let other = try #require(admin.storage as? PostgresTaskStorage)
         let saved = try await storage.save(["a", "b"].map { NewTask(key: $0, collection: "c", queueName: "q", payload: Data()) })
-        #expect(try await storage.claim([saved[0]], owner: "w", leaseDuration: .seconds(30)) == [.granted])
+        let epochs = try await storage.claimGranted([saved[0]], owner: "w")
         let resaved = try await storage.save([NewTask(key: "a", collection: "c", queueName: "q", payload: Data("2".utf8))])
         let answer = try await other.claim(resaved, owner: "x", leaseDuration: .seconds(30))
         guard case .heldElsewhere? = answer.first else {
@@ -92,14 +89,11 @@ struct PostgresCommitTests {
         while let batch = await heard.next(), !batch.contains(.queuesChanged(["mark"])) {}
 
         let report = try await storage.finish(
-            [.completed(saved[0])], claimingNext: claimingNext ? ["q": saved[1]] : [:], owner: "w", leaseDuration: .seconds(30)
+            [.completed(saved[0], epoch: epochs[0])], claimingNext: claimingNext ? ["q": saved[1]] : [:], owner: "w", leaseDuration: .seconds(30)
         )
         #expect(report == TaskFinishReport(outdated: ["q"]), "nothing stored, nothing continued")
         while let batch = await heard.next(), !batch.contains(.queuesChanged(["q"])) {}
-        #expect(
-            try await other.claim(resaved, owner: "x", leaseDuration: .seconds(30)) == [.granted],
-            "the waiting worker takes the queue at once"
-        )
+        _ = try await other.claimGranted(resaved, owner: "x")  // the waiting worker takes the queue at once
     }
 
     /// A storage on a fresh schema, and an administrator's database on the same schema.

@@ -18,8 +18,8 @@ import Testing
 @Suite(.timeLimit(.minutes(3)))
 struct PostgresLockOrderTests {
     @Test func aFinishLocksTheLeasesInNameOrder() async throws {
-        let report = try await whileHoldingQueueA { storage, saved in
-            try await storage.finish([.completed(saved[1]), .completed(saved[0])], owner: "w")
+        let report = try await whileHoldingQueueA { storage, saved, epochs in
+            try await storage.finish([.completed(saved[1], epoch: epochs[1]), .completed(saved[0], epoch: epochs[0])], owner: "w")
         }
         #expect(report == TaskFinishReport(), "both outcomes are stored once the other transaction ends")
     }
@@ -30,7 +30,7 @@ struct PostgresLockOrderTests {
     /// (for as long as the caller's transaction lasted), renewing nothing, so the worker's other
     /// leases expired and other workers took over queues whose actions still ran here.
     @Test func aRenewalDoesNotWaitForALeaseAFinishHoldsBehindACallersTransaction() async throws {
-        let (store, database, saved) = try await twoRunningActions()
+        let (store, database, saved, epochs) = try await twoRunningActions()
         let storage = database.storage
         let schema = "\"\(store.schema)\""
         /// The seconds the lease of `queue` has left.
@@ -56,10 +56,11 @@ struct PostgresLockOrderTests {
             }
         }
         for await _ in locked { break }
-        let finish = Task { try await storage.finish([.completed(saved[0])], owner: "w") }
+        let finish = Task { try await storage.finish([.completed(saved[0], epoch: epochs[0])], owner: "w") }
         try await waitUntil(caller, schema: store.schema, backendsWaitingForALock: 1)
 
-        let lost = try await storage.renew(["q-a", "q-b"], owner: "w", leaseDuration: .seconds(30))
+        let leases = [TaskQueueLease(queueName: "q-a", epoch: epochs[0]), TaskQueueLease(queueName: "q-b", epoch: epochs[1])]
+        let lost = try await storage.renew(leases, owner: "w", leaseDuration: .seconds(30))
         #expect(lost.isEmpty, "q-a is still held: its finish is under way")
         #expect(try await left("q-b") > 20, "q-b was renewed without waiting")
         endSignal.yield()
@@ -68,8 +69,10 @@ struct PostgresLockOrderTests {
     }
 
     @Test func aReleaseLocksTheLeasesInNameOrder() async throws {
-        try await whileHoldingQueueA { storage, _ in
-            try await storage.release(["q-b", "q-a"], owner: "w")
+        try await whileHoldingQueueA { storage, _, epochs in
+            try await storage.release(
+                [TaskQueueLease(queueName: "q-b", epoch: epochs[1]), TaskQueueLease(queueName: "q-a", epoch: epochs[0])], owner: "w"
+            )
         }
     }
 
@@ -78,9 +81,9 @@ struct PostgresLockOrderTests {
     /// that the row of "q-b" is free to lock, ends the transaction and returns what `operation` returned.
     @discardableResult
     private func whileHoldingQueueA<Result: Sendable>(
-        _ operation: @escaping @Sendable (any TaskStorage, [StoredTask]) async throws -> Result
+        _ operation: @escaping @Sendable (any TaskStorage, [StoredTask], [Int64]) async throws -> Result
     ) async throws -> Result {
-        let (store, database, saved) = try await twoRunningActions()
+        let (store, database, saved, epochs) = try await twoRunningActions()
         let storage = database.storage
         let queueTable = "\"\(store.schema)\".queue"
         let locker = try await store.open()
@@ -103,7 +106,7 @@ struct PostgresLockOrderTests {
             }
         }
         for await _ in lockedA { break }
-        let running = Task { try await operation(storage, saved) }
+        let running = Task { try await operation(storage, saved, epochs) }
         try await waitUntil(locker, schema: store.schema, backendsWaitingForALock: 1)
         tryBSignal.yield()
         var gotB = false
@@ -130,7 +133,7 @@ struct PostgresKeptLeaseTests {
         let database = try await store.open(leaseDuration: leaseDuration)
         let storage = database.storage
         let saved = try await storage.save((0..<4).map { NewTask(key: "a\($0)", collection: "c", queueName: "q", payload: Data()) })
-        #expect(try await storage.claim([saved[0]], owner: "w", leaseDuration: leaseDuration) == [.granted])
+        let epochs = try await storage.claimGranted([saved[0]], owner: "w", leaseDuration: leaseDuration)
         let queueTable = "\"\(store.schema)\".queue"
         /// The lease's epoch, its row version and the seconds it has left.
         func lease() async throws -> (epoch: Int64, version: String, left: Double) {
@@ -146,7 +149,8 @@ struct PostgresKeptLeaseTests {
         let claimed = try await lease()
 
         // Nearly the whole lease is left: the row is not written, the epoch stays.
-        let first = try await storage.finish([.completed(saved[0])], claimingNext: ["q": saved[1]], owner: "w", leaseDuration: leaseDuration)
+        #expect(claimed.epoch == epochs[0], "the claim answers the lease's epoch")
+        let first = try await storage.finish([.completed(saved[0], epoch: epochs[0])], claimingNext: ["q": saved[1]], owner: "w", leaseDuration: leaseDuration)
         #expect(first.continued == ["q"])
         let kept = try await lease()
         #expect(kept.epoch == claimed.epoch && kept.version == claimed.version, "the row was locked, not rewritten")
@@ -155,14 +159,17 @@ struct PostgresKeptLeaseTests {
         try await database.write { tx in
             try await tx.execute(PostgresQuery(unsafeSQL: "UPDATE \(queueTable) SET expires_at = clock_timestamp() + interval '300 seconds' WHERE name = 'q'"))
         }
-        let second = try await storage.finish([.completed(saved[1])], claimingNext: ["q": saved[2]], owner: "w", leaseDuration: leaseDuration)
+        let second = try await storage.finish([.completed(saved[1], epoch: epochs[0])], claimingNext: ["q": saved[2]], owner: "w", leaseDuration: leaseDuration)
         #expect(second.continued == ["q"])
         let extended = try await lease()
         #expect(extended.epoch == claimed.epoch)
         #expect(extended.left > 550, "extended to a full lease: \(extended.left) s left")
 
         // The last completion with no next head releases the lease.
-        #expect(try await storage.finish([.completed(saved[2])], claimingNext: [:], owner: "w", leaseDuration: leaseDuration) == TaskFinishReport())
+        #expect(
+            try await storage.finish([.completed(saved[2], epoch: epochs[0])], claimingNext: [:], owner: "w", leaseDuration: leaseDuration)
+                == TaskFinishReport()
+        )
         #expect(try await lease().left <= 0, "released")
     }
 }
@@ -179,7 +186,7 @@ struct PostgresFinishScanTests {
         let saved = try await storage.save(
             [("a", "q-a"), ("b", "q-b"), ("b2", "q-b")].map { NewTask(key: $0.0, collection: "c", queueName: $0.1, payload: Data()) }
         )
-        #expect(try await storage.claim([saved[0], saved[1]], owner: "w", leaseDuration: .seconds(30)) == [.granted, .granted])
+        _ = try await storage.claimGranted([saved[0], saved[1]], owner: "w")
         let schema = "\"\(store.schema)\""
         // 1,000 queues known, their statistics gathered: the benchmark's burn-down, where the plan
         // chose to scan the queue table (eleven pages) rather than look up ten names in its index.
@@ -267,7 +274,7 @@ struct PostgresReadOrderTests {
 struct PostgresDeadlockRetryTests {
     @Test func aSaveAndAFinishThatDeadlockBothGoThrough() async throws {
         let log = LogRecorder()
-        let (store, database, saved) = try await twoRunningActions(logger: Logger(label: "deadlock", factory: { _ in log }))
+        let (store, database, saved, epochs) = try await twoRunningActions(logger: Logger(label: "deadlock", factory: { _ in log }))
         let storage = database.storage
         let actionTable = "\"\(store.schema)\".action"
         let observer = try await store.open()
@@ -283,7 +290,7 @@ struct PostgresDeadlockRetryTests {
             }
         }
         for await _ in locked { break }
-        let finish = Task { try await storage.finish([.completed(saved[0]), .completed(saved[1])], owner: "w") }
+        let finish = Task { try await storage.finish([.completed(saved[0], epoch: epochs[0]), .completed(saved[1], epoch: epochs[1])], owner: "w") }
         try await waitUntil(observer, schema: store.schema, backendsWaitingForALock: 1)
         let save = Task {
             try await storage.save([
@@ -310,8 +317,8 @@ struct PostgresDeadlockRetryTests {
 }
 
 /// Saves and claims (owner "w") action "a" in queue "q-a" and "b" in "q-b", on a new PostgreSQL
-/// store with 30 s leases (logging to `logger`, if given).
-private func twoRunningActions(logger: Logger? = nil) async throws -> (TestStore, TaskDatabase, [StoredTask]) {
+/// store with 30 s leases (logging to `logger`, if given); returns the epochs of their claims too.
+private func twoRunningActions(logger: Logger? = nil) async throws -> (TestStore, TaskDatabase, [StoredTask], [Int64]) {
     let store = try TestStore(.postgres)
     var configuration = try store.postgresConfiguration(leaseDuration: .seconds(30))
     if let logger { configuration.logger = logger }
@@ -321,8 +328,8 @@ private func twoRunningActions(logger: Logger? = nil) async throws -> (TestStore
         NewTask(key: "a", collection: "c", queueName: "q-a", payload: Data("a".utf8)),
         NewTask(key: "b", collection: "c", queueName: "q-b", payload: Data("b".utf8)),
     ])
-    #expect(try await storage.claim(saved, owner: "w", leaseDuration: .seconds(30)) == [.granted, .granted])
-    return (store, database, saved)
+    let epochs = try await storage.claimGranted(saved, owner: "w")
+    return (store, database, saved, epochs)
 }
 
 /// Waits until at least `count` other backends wait for a lock in a statement on `schema`

@@ -83,8 +83,8 @@ struct PostgresTests {
         }
         let head = try await storage.tasks(inQueue: "q")
         #expect(head.map(\.attempts) == [2_147_483_647])
-        #expect(try await storage.claim(head, owner: "w", leaseDuration: .seconds(30)) == [.granted])
-        #expect(try await storage.finish([.failed(head[0], pause: nil)], owner: "w") == TaskFinishReport())
+        let epochs = try await storage.claimGranted(head, owner: "w")
+        #expect(try await storage.finish([.failed(head[0], pause: nil, epoch: epochs[0])], owner: "w") == TaskFinishReport())
         #expect(try await storage.tasks(inQueue: "q").map(\.attempts) == [2_147_483_647])
     }
 
@@ -258,10 +258,10 @@ struct PostgresTests {
         _ = await own.next()
         _ = await other.next()
 
+        let epochs = try await worker.claimGranted(saved, owner: "w")
         let outcomes = saved.enumerated().map { index, task -> TaskOutcome in
-            index < 200 ? .completed(task) : .failed(task, pause: nil)
+            index < 200 ? .completed(task, epoch: epochs[index]) : .failed(task, pause: nil, epoch: epochs[index])
         }
-        #expect(try await worker.claim(saved, owner: "w", leaseDuration: .seconds(30)).allSatisfy { $0 == .granted })
         #expect(try await worker.finish(outcomes, owner: "w") == TaskFinishReport())
         let expectedCompleted = Set(saved[..<200].map { "\($0.queueName)/\($0.key)@\($0.revision)" })
         let expectedFailed = Set(saved[200...].map(\.queueName))
@@ -305,8 +305,8 @@ struct PostgresTests {
         )])
         _ = await own.next()
         _ = await other.next()
-        #expect(try await worker.claim(tooLong, owner: "w", leaseDuration: .seconds(30)) == [.granted])
-        #expect(try await worker.finish([.completed(tooLong[0])], owner: "w") == TaskFinishReport())
+        let tooLongEpochs = try await worker.claimGranted(tooLong, owner: "w")
+        #expect(try await worker.finish([.completed(tooLong[0], epoch: tooLongEpochs[0])], owner: "w") == TaskFinishReport())
         let caughtUp = await other.next() ?? []
         #expect(caughtUp == [.queuesChanged((expectedFailed.sorted() + ["rest"]).sorted())], "the other database reads every stored queue: \(caughtUp)")
         let heard = await own.next() ?? []
@@ -397,8 +397,8 @@ struct PostgresTests {
         #expect(after.settings == "enable_seqscan=off", "the finish function was created anew: \(after.settings)")
         let stored = try await migrated.storage.tasks(inQueue: "q")
         #expect(stored.map(\.key) == ["a"], "the stored action stays")
-        #expect(try await migrated.storage.claim(stored, owner: "w", leaseDuration: .seconds(30)) == [.granted])
-        #expect(try await migrated.storage.finish([.completed(stored[0])], owner: "w") == TaskFinishReport())
+        let epochs = try await migrated.storage.claimGranted(stored, owner: "w")
+        #expect(try await migrated.storage.finish([.completed(stored[0], epoch: epochs[0])], owner: "w") == TaskFinishReport())
         #expect(try await migrated.storage.tasks(inQueue: "q").isEmpty)
     }
 
@@ -438,7 +438,7 @@ struct PostgresTests {
         let schema = "\"\(store.schema)\""
         let old = try await store.open()
         let stored = try await old.storage.save([NewTask(key: "a", collection: "c", queueName: "q", payload: Data())])
-        #expect(try await old.storage.claim(stored, owner: "old", leaseDuration: .seconds(30)) == [.granted])
+        let epochs = try await old.storage.claimGranted(stored, owner: "old")
         try await old.write { tx in
             try await tx.execute(PostgresQuery(unsafeSQL: "DROP TABLE \(schema).broker"))
             try await tx.execute(PostgresQuery(unsafeSQL: "UPDATE \(schema).meta SET value = 3 WHERE name = 'schema_version'"))
@@ -454,7 +454,10 @@ struct PostgresTests {
         }
         #expect(version == PostgresSchema.version)
         #expect(try await migrated.storage.tasks(inQueue: "q").map(\.key) == ["a"], "the stored action stays")
-        #expect(try await old.storage.finish([.completed(stored[0])], owner: "old") == TaskFinishReport(), "the running worker's outcome stores")
+        #expect(
+            try await old.storage.finish([.completed(stored[0], epoch: epochs[0])], owner: "old") == TaskFinishReport(),
+            "the running worker's outcome stores"
+        )
         let first = try await TaskQueueBroker.setup(database: migrated, name: "mail", handler: RecordingHandler<TestAction>())
         await #expect(throws: TaskBrokerError.self) {
             _ = try await TaskQueueBroker.setup(database: try await store.open(), name: "mailer", handler: RecordingHandler<TestAction>())

@@ -120,12 +120,12 @@ final class CountingStorage: TaskStorage {
     func changes() async throws -> AsyncStream<[TaskStorageChange]>? { try await inner.changes() }
     var isShared: Bool { inner.isShared }
     var leaseDuration: Duration? { inner.leaseDuration }
-    func renew(_ queueNames: [String], owner: String, leaseDuration: Duration) async throws -> [String] {
+    func renew(_ leases: [TaskQueueLease], owner: String, leaseDuration: Duration) async throws -> [TaskQueueLease] {
         renewals.add(1, ordering: .relaxed)
-        return try await inner.renew(queueNames, owner: owner, leaseDuration: leaseDuration)
+        return try await inner.renew(leases, owner: owner, leaseDuration: leaseDuration)
     }
-    func release(_ queueNames: [String], owner: String) async throws {
-        try await inner.release(queueNames, owner: owner)
+    func release(_ leases: [TaskQueueLease], owner: String) async throws {
+        try await inner.release(leases, owner: owner)
     }
 }
 

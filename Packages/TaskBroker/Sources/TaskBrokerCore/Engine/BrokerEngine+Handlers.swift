@@ -7,8 +7,9 @@ import Tracing
 extension BrokerEngine {
     // MARK: - Running handlers
 
-    /// What runs one action's handler and hands its outcome over (`nil` when it does not decode).
-    func makeRun(_ entry: BrokerEntry, next: StoredTask?) -> (@Sendable (LaunchGroup) async -> Void)? {
+    /// What runs one action's handler and hands its outcome over, under the epoch of the lease it
+    /// runs under (`nil` when it does not decode).
+    func makeRun(_ entry: BrokerEntry, next: StoredTask?, epoch: Int64) -> (@Sendable (LaunchGroup) async -> Void)? {
         guard let action = (entry.action as? TypedActionBox<Handler.Action>)?.value else { return nil }
         let task = entry.task
         let now = time.elapsed()
@@ -41,7 +42,7 @@ extension BrokerEngine {
                 case .deadLetter: pause = nil
                 }
                 let outcome = BrokerOutcome(
-                    task: task, result: result, pause: pause, next: result == .success ? next : nil, reason: reason,
+                    task: task, result: result, pause: pause, next: result == .success ? next : nil, epoch: epoch, reason: reason,
                     failedAt: time.now(), maxAttempts: maxAttempts
                 )
                 // Straight to the committer (through the launch while it still starts handlers):

@@ -230,12 +230,15 @@ extension BrokerEngine {
         }
     }
 
-    func release(_ queueNames: [String]) async {
+    /// Lets go of leases the machine will not use (claimed or kept as the broker stopped, or
+    /// extended by a renewal after their outcome released them).
+    func release(_ leases: [TaskQueueLease]) async {
+        let queueNames = leases.map(\.queueName)
         do {
-            try await storage.release(queueNames, owner: owner)
-            logger.debug("released the leases of \(queueNames.count) queue(s) claimed as the broker stopped")
+            try await storage.release(leases, owner: owner)
+            logger.debug("let go of the leases of \(leases.count) queue(s) it will not run (\(Self.summary(queueNames)))")
         } catch {
-            logger.warning("could not release the leases of \(queueNames.count) queue(s) claimed as the broker stopped (\(Self.summary(queueNames))); other workers take them over when the leases expire: \(error)")
+            logger.warning("could not let go of the leases of \(leases.count) queue(s) it will not run (\(Self.summary(queueNames))); other workers take them over when the leases expire: \(error)")
         }
     }
 
@@ -249,22 +252,23 @@ extension BrokerEngine {
         }
     }
 
-    /// Renews the leases of the queues the machine names (those whose action runs; it asks every
-    /// third of the lease, counted from the start of each renewal, and a twelfth of the lease after
-    /// one that failed), and tells the machine how long it took and which leases another worker
-    /// took over (their actions' outcomes will be refused).
-    func renew(_ queueNames: [String]) async {
+    /// Renews the leases the machine names (those of queues whose action runs; it asks every third
+    /// of the lease, counted from the start of each renewal, and a twelfth of the lease after one
+    /// that failed), and tells the machine how long it took and which leases storage no longer
+    /// holds for this broker (the machine decides which of those were lost: a queue it still
+    /// holds under that epoch, whose action's outcome will be refused).
+    func renew(_ leases: [TaskQueueLease]) async {
         // Real time, not the injected clock: a lease expires on the database server's clock.
         let clock = ContinuousClock()
         let began = clock.now
         do {
-            let lost = try await storage.renew(queueNames, owner: owner, leaseDuration: leaseDuration)
+            let lost = try await storage.renew(leases, owner: owner, leaseDuration: leaseDuration)
             if !lost.isEmpty {
-                logger.warning("another worker took over \(lost.count) queue(s) whose action still runs here (\(Self.summary(lost))); their outcomes will not be stored")
+                logger.debug("\(lost.count) lease(s) it renewed are no longer its own (\(Self.summary(lost.map(\.queueName))))")
             }
-            mailbox.post(.renewed(lost: lost, took: clock.now - began))
+            mailbox.post(.renewed(lost: lost, sent: leases, took: clock.now - began))
         } catch {
-            logger.error("could not renew the leases of \(queueNames.count) running queue(s); trying again in \(leaseDuration / 12): \(error)")
+            logger.error("could not renew the leases of \(leases.count) running queue(s); trying again in \(leaseDuration / 12): \(error)")
             mailbox.post(.renewFailed)
         }
     }

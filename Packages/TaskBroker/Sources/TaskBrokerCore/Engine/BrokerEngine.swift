@@ -268,19 +268,21 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 group.addTask { await self.findScheduled(after: cursor, through: through) }
             case .claim(let heads):
                 group.addTask { await self.claim(heads) }
-            case .run(let entries, let next):
-                let runs = zip(entries, next).compactMap { makeRun($0, next: $1) }
+            case .run(let entries, let next, let epochs):
+                let runs = entries.indices.compactMap { makeRun(entries[$0], next: next[$0], epoch: epochs[$0]) }
                 group.addTask { self.launch(runs) }
-            case .release(let queueNames):
+            case .release(let leases):
                 // Not a child of the group, which is cancelled once the broker has stopped.
-                releases.append(Task { await self.release(queueNames) })
+                releases.append(Task { await self.release(leases) })
+            case .releaseAgain(let leases):
+                group.addTask { await self.release(leases) }
             case .announceSpareCapacity(let room):
                 group.addTask { await self.announceSpareCapacity(room: room) }
             case .store(let outcomes):
                 let now = time.now()
                 committer.submit(outcomes.map { $0.stamped(at: now) })
-            case .renew(let queueNames):
-                group.addTask { await self.renew(queueNames) }
+            case .renew(let leases):
+                group.addTask { await self.renew(leases) }
             case .startTimer(let token, let delay):
                 let timer = BrokerTimer()
                 timers[token] = timer

@@ -55,6 +55,9 @@ struct BrokerOutcome: Sendable {
     /// On a shared backend, for a success: the queue's next head when the action started, which the
     /// finish claims along with the outcome (``TaskStorage/finish(_:claimingNext:owner:leaseDuration:)``).
     let next: StoredTask?
+    /// The epoch of the lease the action ran under (its claim's; `0` on a backend without
+    /// leases): storage stores the outcome only while the broker holds the lease under it.
+    let epoch: Int64
     /// The failure moves the action to the dead letters.
     let deadLetter: Bool
     /// For a failure: what failed, in words.
@@ -64,12 +67,13 @@ struct BrokerOutcome: Sendable {
     private(set) var failedAt: Date?
 
     init(
-        task: StoredTask, result: TaskResult, pause: TaskPause?, next: StoredTask? = nil,
+        task: StoredTask, result: TaskResult, pause: TaskPause?, next: StoredTask? = nil, epoch: Int64 = 0,
         reason: String? = nil, failedAt: Date? = nil, maxAttempts: Int? = nil
     ) {
         self.task = task
         self.result = result
         self.next = next
+        self.epoch = epoch
         // The attempt that fails now is the last one allowed.
         let exhausted = result != .success && maxAttempts.map { task.nextAttempt >= max(1, $0) } ?? false
         deadLetter = result.isDeadLetter || exhausted
@@ -96,10 +100,10 @@ struct BrokerOutcome: Sendable {
     }
 
     var stored: TaskOutcome {
-        guard result != .success else { return .completed(task) }
+        guard result != .success else { return .completed(task, epoch: epoch) }
         var failed = task
         failed.lastFailure = failure
-        return deadLetter ? .deadLettered(failed) : .failed(failed, pause: pause)
+        return deadLetter ? .deadLettered(failed, epoch: epoch) : .failed(failed, pause: pause, epoch: epoch)
     }
 }
 

@@ -47,9 +47,9 @@ extension BrokerStateMachine {
         /// Another worker took these queues over (shared backends): the outcome of the action in
         /// flight was not stored; read the queues again.
         case leaseLost([String])
-        /// The renewal the machine asked for (`renew`) answered after `took` (on the real clock):
-        /// the leases of `lost` were taken over by another worker.
-        case renewed(lost: [String], took: Duration)
+        /// The renewal the machine asked for (`renew`) of the leases `sent` answered after `took`
+        /// (on the real clock): those of `lost` were taken over by another worker.
+        case renewed(lost: [TaskQueueLease], sent: [TaskQueueLease], took: Duration)
         /// The renewal the machine asked for failed (the engine logged why).
         case renewFailed
         /// The actions in flight in these queues were deleted or replaced in storage before their
@@ -93,16 +93,22 @@ extension BrokerStateMachine {
         case claim([StoredTask])
         /// Run these actions' handlers; their outcomes go to the committer. `next` holds, for each,
         /// the head its queue runs after it (shared backends): its finish claims that head too.
-        case run([BrokerEntry], next: [StoredTask?])
-        /// Let go of the leases just granted on these queues (the broker stops); nothing answers.
-        case release([String])
+        /// `epochs` holds, for each, the epoch of the lease it runs under, which its outcome carries.
+        case run([BrokerEntry], next: [StoredTask?], epochs: [Int64])
+        /// Let go of these leases, just granted or kept as the broker stops (the release outlives
+        /// the broker's run, within a limit); nothing answers.
+        case release([TaskQueueLease])
+        /// Let go again of these leases, which a renewal extended after their outcome had released
+        /// them; nothing answers.
+        case releaseAgain([TaskQueueLease])
         /// Tell the pool's other workers that this one has room and waits for queues they hold
         /// (``TaskStorage/announceSpareCapacity(pool:room:)``); nothing answers.
         case announceSpareCapacity(room: Int)
         /// Store these outcomes (through the committer); answer with `stored` or `storeFailed`.
         case store([BrokerOutcome])
-        /// Extend the leases of these queues (shared backends); answer with `renewed` or `renewFailed`.
-        case renew([String])
+        /// Extend these leases of queues whose action runs (shared backends); answer with `renewed`
+        /// or `renewFailed`.
+        case renew([TaskQueueLease])
         /// Start a timer; answer with `timerFired` unless cancelled first.
         case startTimer(UInt64, TimerDelay)
         /// Cancel a timer.

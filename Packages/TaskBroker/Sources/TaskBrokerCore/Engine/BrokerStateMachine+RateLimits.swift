@@ -46,7 +46,9 @@ extension BrokerStateMachine {
     mutating func parkForStart(_ queueName: String, into out: inout [Output]) {
         guard var state = queues.removeValue(forKey: queueName) else { return }
         if state.inFlight {
-            endFlight(&state, to: configuration.claimsHeads ? .kept(nil) : .free)
+            // The lease stays under the epoch the head was granted.
+            let epoch = state.leaseEpoch
+            endFlight(&state, to: configuration.claimsHeads ? .kept(epoch: epoch ?? 0, next: nil) : .free)
         }
         queues[queueName] = state
     }

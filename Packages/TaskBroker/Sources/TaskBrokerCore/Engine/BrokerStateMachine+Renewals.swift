@@ -18,12 +18,15 @@ extension BrokerStateMachine {
         case underWay
     }
 
-    /// The queues whose leases a renewal extends: those whose action runs or has its outcome
-    /// stored. Not one whose head is still being claimed (storage holds no lease of this worker's
-    /// for it yet), nor one whose kept lease waits for its next head (a finish left eleven
-    /// twelfths of it, and that head starts within a twelfth or is claimed again).
-    var renewableQueues: [String] {
-        queues.compactMap { $0.value.flight?.started == true ? $0.key : nil }.sorted()
+    /// The leases a renewal extends, each under its epoch: those of queues whose action runs or
+    /// has its outcome stored. Not one whose head is still being claimed (storage holds no lease
+    /// of this worker's for it yet), nor one whose kept lease waits for its next head (a finish
+    /// left eleven twelfths of it, and that head starts within a twelfth or is claimed again).
+    var renewableLeases: [TaskQueueLease] {
+        queues.compactMap { queueName, state in
+            guard let flight = state.flight, flight.started, let epoch = flight.epoch else { return nil }
+            return TaskQueueLease(queueName: queueName, epoch: epoch)
+        }.sorted { $0.queueName < $1.queueName }
     }
 
     /// After each batch of inputs: schedules the next renewal once something is in flight
@@ -42,20 +45,27 @@ extension BrokerStateMachine {
     /// The renewal timer fired: renews the leases of the running queues, if any.
     mutating func renewalDue(into out: inout [Output]) {
         renewal = .idle
-        let names = renewableQueues
-        guard !names.isEmpty, phase == .running || phase == .stopping else { return }
+        let leases = renewableLeases
+        guard !leases.isEmpty, phase == .running || phase == .stopping else { return }
         renewal = .underWay
-        out.append(.renew(names))
+        out.append(.renew(leases))
     }
 
-    /// A renewal answered after `took`: leases another worker took over are lost (their outcomes
-    /// will be refused), and the next renewal comes a third of the lease after this one began.
-    mutating func renewed(lost: [String], took: Duration, into out: inout [Output]) {
+    /// A renewal of the leases `sent` answered after `took`, and the next renewal comes a third of
+    /// the lease after this one began. A lease another worker took over (`lost`) is lost if the
+    /// broker still holds the queue under that epoch: the outcome in flight will be refused. A
+    /// lease renewed that the broker no longer holds under its epoch (its outcome, stored
+    /// meanwhile, released it, and the renewal extended it again) is released again: other workers
+    /// would wait a whole lease for a queue this one let go.
+    mutating func renewed(lost: [TaskQueueLease], sent: [TaskQueueLease], took: Duration, into out: inout [Output]) {
         guard renewal == .underWay else { return }
         renewal = .idle
-        for queueName in lost {
-            leaseLost(queueName, into: &out)
+        for lease in lost where queues[lease.queueName]?.leaseEpoch == lease.epoch {
+            leaseLost(lease.queueName, into: &out)
         }
+        let lostLeases = Set(lost)
+        let letGo = sent.filter { !lostLeases.contains($0) && queues[$0.queueName]?.leaseEpoch != $0.epoch }
+        if !letGo.isEmpty { out.append(.releaseAgain(letGo)) }
         guard running > 0, let interval = configuration.renewalInterval, phase == .running || phase == .stopping else { return }
         renewal = .scheduled(startTimer(.renewal, .realTime(max(.zero, interval - took)), into: &out))
     }

@@ -95,6 +95,7 @@ extension BrokerStateMachine {
     mutating func start(_ picks: [BrokerEntry], into out: inout [Output]) {
         var runs: [BrokerEntry] = []
         var next: [StoredTask?] = []
+        var epochs: [Int64] = []
         var undecodable: [BrokerOutcome] = []
         runs.reserveCapacity(picks.count)
         for pick in picks {
@@ -106,20 +107,25 @@ extension BrokerStateMachine {
                 continue
             }
             out.append(.emit(.started(queueName: task.queueName, key: task.key, collection: task.collection, attempt: task.nextAttempt)))
-            inPlace(task.queueName) { $0.updateFlight { $0.started = true } }
+            // The epoch of the lease it runs under, for its outcome.
+            let epoch = inPlace(task.queueName) { state -> Int64 in
+                state.updateFlight { $0.started = true }
+                return state.leaseEpoch ?? 0
+            } ?? 0
             if pick.action == nil {
                 // It cannot run: pause its queue until restarted, durably.
                 out.append(.emit(.undecodable(queueName: task.queueName, key: task.key, collection: task.collection)))
                 undecodable.append(BrokerOutcome(
-                    task: task, result: .waitForRestart, pause: .untilRestart,
+                    task: task, result: .waitForRestart, pause: .untilRestart, epoch: epoch,
                     reason: "the stored payload does not decode as the broker's action type"
                 ))
             } else {
                 runs.append(pick)
+                epochs.append(epoch)
                 next.append(nextHead(of: task.queueName))
             }
         }
-        if !runs.isEmpty { out.append(.run(runs, next: next)) }
+        if !runs.isEmpty { out.append(.run(runs, next: next, epochs: epochs)) }
         if !undecodable.isEmpty { out.append(.store(undecodable)) }
     }
 
@@ -127,7 +133,7 @@ extension BrokerStateMachine {
         recovered(.claim, heads.map(\.queueName), into: &out)
         var runs: [BrokerEntry] = []
         var notStarted: [String] = []
-        var unused: [String] = []
+        var unused: [TaskQueueLease] = []
         for (index, head) in heads.enumerated() {
             let queueName = head.queueName
             guard var state = queues.removeValue(forKey: queueName) else { continue }
@@ -150,7 +156,9 @@ extension BrokerStateMachine {
                     readAgain(&state, queueName)
                 }
                 notStarted.append(queueName)
-                if result == .granted, phase != .running { unused.append(queueName) }
+                if let epoch = result.grantedEpoch, phase != .running {
+                    unused.append(TaskQueueLease(queueName: queueName, epoch: epoch))
+                }
                 continue
             }
             switch result {
@@ -159,7 +167,9 @@ extension BrokerStateMachine {
                 // claim it anew rather than start on a lease that may have expired.
                 endFlight(&state)
                 readAgain(&state, queueName)
-            case .granted:
+            case .granted(let epoch):
+                // The run, its outcome and its renewals name the lease by this epoch.
+                state.updateFlight { $0.epoch = epoch }
                 runs.append(held)
             case .changed:
                 // The head is gone, changed or paused since it was read: read the queue again.
@@ -234,7 +244,7 @@ extension BrokerStateMachine {
         // Queues whose next head was claimed with the outcome and may start on that claim.
         var continuing: [String] = []
         // Leases kept for next heads that will not run on them while the broker stops.
-        var unused: [String] = []
+        var unused: [TaskQueueLease] = []
         for outcome in outcomes {
             let task = outcome.task
             let queueName = task.queueName
@@ -247,7 +257,9 @@ extension BrokerStateMachine {
             let readAfterOutcome = flight.readAfterOutcome
             let continued = flight.continuedAt != nil
             let letGo = flight.letGo
-            if continued, phase != .running { unused.append(queueName) }
+            // A finish keeps the lease under the epoch the action ran under.
+            let epoch = flight.epoch ?? 0
+            if continued, phase != .running { unused.append(TaskQueueLease(queueName: queueName, epoch: epoch)) }
             // A read of the queue under way began before this outcome was committed: it may still
             // show the action as it was (run again after a success, or with its old attempts).
             // Its answer is dropped and the queue read again.
@@ -324,7 +336,7 @@ extension BrokerStateMachine {
                         )
                         continuing.append(queueName)
                     }
-                    state.slot = .kept(nextClaim)
+                    state.slot = .kept(epoch: epoch, next: nextClaim)
                 }
                 queues[queueName] = state
                 out.append(.emit(.succeeded(queueName: queueName, key: task.key, collection: task.collection)))

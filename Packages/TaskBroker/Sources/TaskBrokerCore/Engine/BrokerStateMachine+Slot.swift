@@ -11,7 +11,7 @@ extension BrokerStateMachine.Queue {
     /// inFlight ─ parked for a rate limit's start ─▶ kept (shared backends), free
     /// claimRetry ─ retry timer ─▶ free
     /// leaseWait ─ its timer, a completion or a read ─▶ free
-    /// kept ─ next-head claim too old, a read ─▶ kept(nil);  the broker stops ─▶ free
+    /// kept ─ next-head claim too old, a read ─▶ kept (no next claim);  the broker stops ─▶ free
     /// ```
     ///
     /// Every other move is a bug of the machine: the transitions below refuse it and leave the
@@ -20,10 +20,11 @@ extension BrokerStateMachine.Queue {
     enum Slot {
         /// Holds no slot and waits for nothing: the head runs when the queue's turn comes.
         case free
-        /// Holds no slot, and a finish kept the queue's lease for its next head (shared backends):
-        /// the broker lets such leases go when it stops, so that other workers need not wait for
-        /// them to expire. The next head claimed with that finish, while it may start on the claim.
-        case kept(NextClaim?)
+        /// Holds no slot, and a finish kept the queue's lease for its next head (shared backends),
+        /// under `epoch` (the one the finished action ran under): the broker lets such leases go
+        /// when it stops, so that other workers need not wait for them to expire. `next`: the next
+        /// head claimed with that finish, while it may start on the claim.
+        case kept(epoch: Int64, next: NextClaim?)
         /// The head holds one of the broker's slots: claimed, running or having its outcome stored.
         case inFlight(Flight)
         /// A claim of the head failed: it is tried again once the storage backoff ends.
@@ -53,8 +54,12 @@ extension BrokerStateMachine.Queue {
         /// it is not claimed here again for a while.
         var letGo = false
         /// The head started (it runs, or its outcome is being stored): renewals extend its lease
-        /// (see ``BrokerStateMachine/renewableQueues``).
+        /// (see ``BrokerStateMachine/renewableLeases``).
         var started = false
+        /// The epoch of the queue's lease (shared backends; `0` on others): the one its claim was
+        /// granted, or the kept lease's the head took its slot with. `nil` while the head is first
+        /// claimed. The outcome, renewals and releases name the lease with it.
+        var epoch: Int64?
     }
 
     /// Whether the head holds one of the broker's slots.
@@ -74,10 +79,10 @@ extension BrokerStateMachine.Queue {
 
     /// The next head claimed with its predecessor's outcome, while it may start on that claim.
     var nextClaim: NextClaim? {
-        if case .kept(let claim) = slot { claim } else { nil }
+        if case .kept(_, let claim) = slot { claim } else { nil }
     }
 
-    /// Whether the broker may hold the queue's lease with nothing in flight (see ``Slot/kept(_:)``).
+    /// Whether the broker may hold the queue's lease with nothing in flight (see ``Slot/kept(epoch:next:)``).
     var keptLease: Bool {
         if case .kept = slot { true } else { false }
     }
@@ -94,17 +99,30 @@ extension BrokerStateMachine.Queue {
     /// expires on its own).
     var slotIsIdle: Bool {
         switch slot {
-        case .free, .kept(nil): true
-        case .kept(.some(_)), .inFlight, .claimRetry, .leaseWait: false
+        case .free, .kept(_, nil): true
+        case .kept(_, .some(_)), .inFlight, .claimRetry, .leaseWait: false
+        }
+    }
+
+    /// The epoch of the lease the broker holds on the queue, if it holds one: a head in flight on
+    /// a granted claim (or a kept lease), or a lease kept for the next head.
+    var leaseEpoch: Int64? {
+        switch slot {
+        case .inFlight(let flight): flight.epoch
+        case .kept(let epoch, _): epoch
+        case .free, .claimRetry, .leaseWait: nil
         }
     }
 
     /// free or kept → inFlight: the head takes a slot; a kept lease and its next-head claim are spent
-    /// (what becomes of the lease now follows the claim or the run). Returns whether the queue
-    /// could: not from inFlight, claimRetry or leaseWait.
+    /// (what becomes of the lease now follows the claim or the run: the flight starts under the
+    /// kept lease's epoch, which a new claim replaces). Returns whether the queue could: not from
+    /// inFlight, claimRetry or leaseWait.
     mutating func beginFlight() -> Bool {
         guard mayTakeSlot else { return false }
-        slot = .inFlight(Flight())
+        var flight = Flight()
+        if case .kept(let epoch, _) = slot { flight.epoch = epoch }
+        slot = .inFlight(flight)
         return true
     }
 
@@ -145,27 +163,27 @@ extension BrokerStateMachine.Queue {
 
     /// kept(claim) → kept(nil): the next head is claimed again before it runs.
     mutating func forgetNextClaim() {
-        guard case .kept(.some(_)) = slot else { return }
-        slot = .kept(nil)
+        guard case .kept(let epoch, .some(_)) = slot else { return }
+        slot = .kept(epoch: epoch, next: nil)
     }
 
     /// Forgets the next head's claim if `token` is the timer that started with it.
     mutating func dropNextClaim(startedBy token: UInt64) {
-        if nextClaim?.timer == token { slot = .kept(nil) }
+        if case .kept(let epoch, let claim?) = slot, claim.timer == token { slot = .kept(epoch: epoch, next: nil) }
     }
 
     /// Sets the timer that ends the use of the next head's claim.
     mutating func setNextClaimTimer(_ token: UInt64) {
-        guard case .kept(var claim?) = slot else { return }
+        guard case .kept(let epoch, var claim?) = slot else { return }
         claim.timer = token
-        slot = .kept(claim)
+        slot = .kept(epoch: epoch, next: claim)
     }
 
-    /// kept → free: the broker lets the kept lease go. Returns whether the queue kept one.
-    mutating func releaseKeptLease() -> Bool {
-        guard keptLease else { return false }
+    /// kept → free: the broker lets the kept lease go. Returns the lease's epoch if the queue kept one.
+    mutating func releaseKeptLease() -> Int64? {
+        guard case .kept(let epoch, _) = slot else { return nil }
         slot = .free
-        return true
+        return epoch
     }
 }
 
@@ -180,9 +198,14 @@ extension BrokerStateMachine {
         }
         guard !names.isEmpty else { return }
         names.sort()
+        var leases: [TaskQueueLease] = []
         for queueName in names {
-            if inPlace(queueName, { $0.releaseKeptLease() }) != true { refusedTransitions += 1 }
+            if let epoch = inPlace(queueName, { $0.releaseKeptLease() }) ?? nil {
+                leases.append(TaskQueueLease(queueName: queueName, epoch: epoch))
+            } else {
+                refusedTransitions += 1
+            }
         }
-        out.append(.release(names))
+        out.append(.release(leases))
     }
 }

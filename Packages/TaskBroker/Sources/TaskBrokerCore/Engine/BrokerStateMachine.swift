@@ -321,8 +321,8 @@ struct BrokerStateMachine {
             for queueName in queueNames {
                 leaseLost(queueName, into: &out)
             }
-        case .renewed(let lost, let took):
-            renewed(lost: lost, took: took, into: &out)
+        case .renewed(let lost, let sent, let took):
+            renewed(lost: lost, sent: sent, took: took, into: &out)
         case .renewFailed:
             renewFailed(into: &out)
         case .outdated(let queueNames):

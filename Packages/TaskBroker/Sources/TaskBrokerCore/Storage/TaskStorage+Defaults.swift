@@ -209,12 +209,12 @@ extension TaskStorage {
     /// No leases to renew.
     ///
     /// - Returns: No lost queues.
-    public func renew(_ queueNames: [String], owner: String, leaseDuration: Duration) async throws -> [String] {
+    public func renew(_ leases: [TaskQueueLease], owner: String, leaseDuration: Duration) async throws -> [TaskQueueLease] {
         []
     }
 
     /// No leases to release.
-    public func release(_ queueNames: [String], owner: String) async throws {}
+    public func release(_ leases: [TaskQueueLease], owner: String) async throws {}
 
     /// No other processes to tell.
     public func announceSpareCapacity(pool: String, room: Int) async throws {}

@@ -68,7 +68,8 @@ public protocol TaskStorage: Sendable {
     ///   - owner: A name unique to the claiming broker.
     ///   - leaseDuration: How long a lease on each queue lasts unless renewed (shared backends
     ///     that do not set their own).
-    /// - Returns: For each head, in order: ``TaskClaimResult/granted`` when it may run,
+    /// - Returns: For each head, in order: ``TaskClaimResult/granted(epoch:)`` when it may run (with
+    ///   the lease's epoch, which the broker hands back with the outcome),
     ///   ``TaskClaimResult/changed`` when its revision is gone, changed or paused,
     ///   ``TaskClaimResult/heldElsewhere(until:)`` when another owner holds its queue's lease.
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
@@ -78,8 +79,8 @@ public protocol TaskStorage: Sendable {
     ///
     /// Each outcome applies only if the action's revision is still the stored one: a deleted or
     /// re-saved action is left as it is. On a shared backend it applies only if `owner` still
-    /// holds the queue's lease under the epoch of its claim: an outcome from a worker whose lease
-    /// was taken over changes nothing.
+    /// holds the queue's lease under the outcome's epoch (``TaskOutcome/epoch``, the one its claim
+    /// was granted): an outcome from a worker whose lease was taken over changes nothing.
     ///
     /// - Parameters:
     ///   - outcomes: What became of each action.
@@ -177,7 +178,7 @@ public protocol TaskStorage: Sendable {
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`.
     func nextNotBefore(after date: Date) async throws -> Date?
 
-    /// The dead letters (actions that failed for the last time, see ``TaskOutcome/deadLettered(_:)``)
+    /// The dead letters (actions that failed for the last time, see ``TaskOutcome/deadLettered(_:epoch:)``)
     /// of one queue, or of every queue for `nil`, by queue name and position. The default throws
     /// `.unsupported`.
     ///
@@ -304,29 +305,34 @@ public protocol TaskStorage: Sendable {
     /// its running actions every third of it.
     var leaseDuration: Duration? { get }
 
-    /// Extends the leases `owner` holds on queues whose action still runs (shared backends).
+    /// Extends the leases `owner` holds on queues whose action still runs (shared backends), each
+    /// only under the epoch its claim was granted.
+    ///
+    /// A lease released since (its outcome stored) but still `owner`'s under that epoch is renewed
+    /// too, and is not reported: the broker, which knows it let that lease go, releases it again.
     ///
     /// - Parameters:
-    ///   - queueNames: The queues whose actions run.
+    ///   - leases: The leases of the queues whose actions run.
     ///   - owner: The broker that claimed them.
     ///   - leaseDuration: How long each lease lasts from now.
-    /// - Returns: The queues whose lease `owner` no longer holds (another worker took them over);
-    ///   empty for a backend without leases (the default).
+    /// - Returns: The leases `owner` no longer holds under their epochs (another worker took those
+    ///   queues over); empty for a backend without leases (the default).
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`; the broker tries again a twelfth
     ///   of the lease later. A renewal should give up within a quarter of the lease, so that the
     ///   next try still comes before the lease ends.
-    func renew(_ queueNames: [String], owner: String, leaseDuration: Duration) async throws -> [String]
+    func renew(_ leases: [TaskQueueLease], owner: String, leaseDuration: Duration) async throws -> [TaskQueueLease]
 
-    /// Lets go of leases `owner` was granted by its last claim of these queues and will not use
-    /// (shared backends): the broker stopped while the claim ran. Other workers may claim the
-    /// queues at once instead of waiting for the leases to expire. A lease `owner` no longer holds
-    /// under that claim (taken over, or claimed again since) is left alone.
+    /// Lets go of leases `owner` was granted and will not use (shared backends): the broker
+    /// stopped while the claim ran, or a renewal extended a lease that an outcome had released.
+    /// Other workers may claim the queues at once instead of waiting for the leases to expire. A
+    /// lease `owner` no longer holds under its epoch (taken over, or claimed again since) is left
+    /// alone.
     ///
     /// - Parameters:
-    ///   - queueNames: The queues whose heads the broker will not run.
+    ///   - leases: The leases to let go, each with the epoch its claim was granted.
     ///   - owner: The broker that claimed them.
     /// - Throws: ``TaskBrokerError`` with code `.storageFailed`; the leases then expire as usual.
-    func release(_ queueNames: [String], owner: String) async throws
+    func release(_ leases: [TaskQueueLease], owner: String) async throws
 
     /// Tells the other workers of a pool that this one has room and waits for queues they hold
     /// (shared backends): it delivers ``TaskStorageChange/spareCapacity(pool:room:)`` to the

@@ -164,34 +164,83 @@ public struct NewTask: Sendable, Hashable {
 }
 
 /// What became of an action that a broker ran, to be stored by ``TaskStorage/finish(_:owner:)``.
+///
+/// Each outcome carries the fencing epoch of the lease its action ran under, as the claim granted
+/// it (``TaskClaimResult/granted(epoch:)``; `0` on a backend without leases): a shared backend
+/// stores it only if the broker still holds the queue's lease under that epoch.
 public enum TaskOutcome: Sendable, Hashable {
     /// The action succeeded: delete it, if its revision is still the stored one.
-    case completed(StoredTask)
+    case completed(StoredTask, epoch: Int64 = 0)
     /// The action failed: count the attempt, store `pause` (`nil` to run it again at once) and the
     /// task's ``StoredTask/lastFailure``, if its revision is still the stored one.
-    case failed(StoredTask, pause: TaskPause?)
+    case failed(StoredTask, pause: TaskPause?, epoch: Int64 = 0)
     /// The action failed for the last time: count the attempt, store the task's
     /// ``StoredTask/lastFailure`` and move it to the dead letters (its queue goes on without it),
     /// if its revision is still the stored one.
-    case deadLettered(StoredTask)
+    case deadLettered(StoredTask, epoch: Int64 = 0)
 
     /// The action the outcome is about.
     public var task: StoredTask {
         switch self {
-        case .completed(let task), .failed(let task, _), .deadLettered(let task): task
+        case .completed(let task, _), .failed(let task, _, _), .deadLettered(let task, _): task
+        }
+    }
+
+    /// The epoch of the lease the action ran under (`0` on a backend without leases).
+    public var epoch: Int64 {
+        switch self {
+        case .completed(_, let epoch), .failed(_, _, let epoch), .deadLettered(_, let epoch): epoch
+        }
+    }
+
+    /// The same outcome under the lease `epoch` (for a storage that forwards outcomes, or a test
+    /// that claims a head itself).
+    public func under(epoch: Int64) -> TaskOutcome {
+        switch self {
+        case .completed(let task, _): .completed(task, epoch: epoch)
+        case .failed(let task, let pause, _): .failed(task, pause: pause, epoch: epoch)
+        case .deadLettered(let task, _): .deadLettered(task, epoch: epoch)
         }
     }
 }
 
 /// A backend's answer to the claim of one head (``TaskStorage/claim(_:owner:leaseDuration:)``).
 public enum TaskClaimResult: Sendable, Hashable {
-    /// The head may run: the claimant holds its queue (its lease, on a shared backend).
-    case granted
+    /// The head may run: the claimant holds its queue (its lease, on a shared backend, under this
+    /// fencing epoch; `0` on a backend without leases). The broker hands the epoch back with the
+    /// action's outcome (``TaskOutcome/epoch``), its renewals and its release (``TaskQueueLease``).
+    case granted(epoch: Int64 = 0)
     /// The head is gone, was replaced, or failed and paused since it was read: read the queue again.
     case changed
     /// Another worker holds the queue's lease until about this date (on this machine's clock):
     /// try again then, or earlier if the queue changes.
     case heldElsewhere(until: Date)
+
+    /// The epoch of the lease granted, or `nil` if the claim was not granted.
+    public var grantedEpoch: Int64? {
+        if case .granted(let epoch) = self { epoch } else { nil }
+    }
+}
+
+/// A queue's lease as a broker holds it: the queue and the fencing epoch its claim was granted
+/// under (``TaskClaimResult/granted(epoch:)``). Renewals and releases name leases so: a lease the
+/// broker no longer holds under that epoch (another worker took the queue over, or this one
+/// claimed it again since) is left alone.
+public struct TaskQueueLease: Sendable, Hashable {
+    /// The queue.
+    public var queueName: String
+    /// The epoch its claim was granted under.
+    public var epoch: Int64
+
+    /// Creates a lease.
+    ///
+    /// - Parameters:
+    ///   - queueName: The queue.
+    ///   - epoch: The epoch its claim was granted under.
+    public init(queueName: String, epoch: Int64) {
+        self.queueName = queueName
+        self.epoch = epoch
+    }
 }
 
 /// What ``TaskStorage/finish(_:owner:)`` did not store, by queue.

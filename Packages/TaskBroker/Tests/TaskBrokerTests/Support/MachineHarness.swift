@@ -85,7 +85,7 @@ extension [BrokerStateMachine.Output] {
     /// The keys of the actions to run, in order.
     var runs: [String] {
         flatMap { output -> [String] in
-            if case .run(let entries, _) = output { return entries.map(\.task.key) }
+            if case .run(let entries, _, _) = output { return entries.map(\.task.key) }
             return []
         }
     }
@@ -93,7 +93,7 @@ extension [BrokerStateMachine.Output] {
     /// For each action to run, in order, the next head its finish claims (`nil`: none).
     var nextHeads: [String?] {
         flatMap { output -> [String?] in
-            if case .run(_, let next) = output { return next.map { $0?.key } }
+            if case .run(_, let next, _) = output { return next.map { $0?.key } }
             return []
         }
     }
@@ -101,7 +101,7 @@ extension [BrokerStateMachine.Output] {
     /// The entries to run, in order.
     var runEntries: [BrokerEntry] {
         flatMap { output -> [BrokerEntry] in
-            if case .run(let entries, _) = output { return entries }
+            if case .run(let entries, _, _) = output { return entries }
             return []
         }
     }
@@ -168,16 +168,44 @@ extension [BrokerStateMachine.Output] {
         }
     }
 
+    /// For each action to run, in order, the epoch of the lease it runs under.
+    var runEpochs: [Int64] {
+        flatMap { output -> [Int64] in
+            if case .run(_, _, let epochs) = output { return epochs }
+            return []
+        }
+    }
+
+    /// The queues of each renewal.
     var renewals: [[String]] {
+        renewedLeases.map { $0.map(\.queueName) }
+    }
+
+    /// The leases of each renewal.
+    var renewedLeases: [[TaskQueueLease]] {
         compactMap { output in
-            if case .renew(let queueNames) = output { return queueNames }
+            if case .renew(let leases) = output { return leases }
             return nil
         }
     }
 
+    /// The queues of each release as the broker stops.
     var releases: [[String]] {
+        releasedLeases.map { $0.map(\.queueName) }
+    }
+
+    /// The leases of each release as the broker stops.
+    var releasedLeases: [[TaskQueueLease]] {
         compactMap { output in
-            if case .release(let queueNames) = output { return queueNames }
+            if case .release(let leases) = output { return leases }
+            return nil
+        }
+    }
+
+    /// The leases of each release of leases a renewal extended after their outcome released them.
+    var releasedAgain: [[TaskQueueLease]] {
+        compactMap { output in
+            if case .releaseAgain(let leases) = output { return leases }
             return nil
         }
     }
