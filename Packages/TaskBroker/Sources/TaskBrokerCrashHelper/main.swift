@@ -29,7 +29,8 @@
 //   TaskBrokerCrashHelper pg-schedule <postgres url> <schema> <seconds>
 //     Says "ready", waits for a line on stdin, then runs a TaskScheduler with the schedule
 //     "every-second" (every 1 s; actions tick.key in queue crash-ticks) for <seconds> seconds. stdout:
-//     "enqueued <key>", "elsewhere <key>", "kept <key>" or "failed <key> <message>" per tick, then "done".
+//     "enqueued <key>", "elsewhere <key>", "kept <key>" or "failed <key> <message>" per tick, then "done"
+//     once a graceful shutdown has let the tick being recorded finish.
 //
 //   TaskBrokerCrashHelper pg-rate <postgres url> <schema>
 //     Runs the broker "crash" on PostgreSQL with a rate limit of 20 starts a second shared by the
@@ -68,6 +69,8 @@ import Foundation
 import GRDB
 import InMemoryTracing
 import Instrumentation
+import Logging
+import ServiceLifecycle
 import Synchronization
 import TaskBroker
 #if canImport(TaskBrokerPostgres)
@@ -167,8 +170,13 @@ if arguments.count == 5, arguments[1] == "pg-schedule", let seconds = Int(argume
         let events = scheduler.events
         say("ready")
         await stdinLine()
+        // Stopped by a graceful shutdown, as a service is: a tick being recorded then finishes
+        // and says so, so every tick this process stored is on its stdout.
+        let services = ServiceGroup(
+            configuration: .init(services: [scheduler], gracefulShutdownSignals: [], logger: Logger(label: "crash-helper"))
+        )
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await scheduler.run() }
+            group.addTask { try await services.run() }
             group.addTask {
                 for await event in events {
                     switch event {
@@ -181,7 +189,8 @@ if arguments.count == 5, arguments[1] == "pg-schedule", let seconds = Int(argume
                 }
             }
             try await Task.sleep(for: .seconds(seconds))
-            group.cancelAll()
+            await services.triggerGracefulShutdown()
+            try await group.waitForAll()
         }
         say("done")
         exit(0)

@@ -152,7 +152,9 @@ extension PostgresTaskStorage {
         return state == "40P01" || state == "40001"
     }
 
-    /// Runs a storage operation; a PostgreSQL or connection error becomes `storageFailed`.
+    /// Runs a storage operation; a PostgreSQL or connection error becomes `storageFailed`. A
+    /// cancelled caller gets `CancellationError`, not `storageFailed`'s "not applied": its COMMIT
+    /// may have reached the server before the cancellation did.
     func run<T>(_ what: String, _ body: () async throws -> T) async throws -> T {
         do {
             return try await body()
@@ -160,6 +162,8 @@ extension PostgresTaskStorage {
             throw error
         } catch let error as UserCodeFailed {
             throw error
+        } catch where Task.isCancelled {
+            throw CancellationError()
         } catch let error as NoAnswer {
             throw PostgresErrors.noAnswer(what, within: error.limit, configuration)
         } catch let error as ConnectionClosed {

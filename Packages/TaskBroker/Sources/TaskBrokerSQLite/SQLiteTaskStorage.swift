@@ -326,6 +326,9 @@ final class SQLiteTaskStorage: TaskStorage, BatchQueueReading, BlockingOutcomeSt
             return try await body()
         } catch let error as TaskBrokerError {
             throw error
+        } catch let error as CancellationError {
+            // The caller was cancelled: said as such, not as a failure to retry.
+            throw error
         } catch {
             throw TaskBrokerError(
                 code: .storageFailed,

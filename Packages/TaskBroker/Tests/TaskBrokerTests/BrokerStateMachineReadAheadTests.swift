@@ -124,8 +124,7 @@ struct BrokerStateMachineWorkingSetTests {
                 for name in loads {
                     inputs.append(MachineHarness.loaded(name, [h.entry("a-\(name)", name)]))
                 }
-                out = []
-                h.machine.handle(inputs, into: &out)
+                out = h.machine.handle(inputs)
             } else if !running.isEmpty {
                 out = h.send(.stored([.success(running.removeFirst())]))
             } else {

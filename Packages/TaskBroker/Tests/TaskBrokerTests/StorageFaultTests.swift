@@ -22,6 +22,19 @@ struct StorageFaultTests {
         return (broker, recorder)
     }
 
+    /// A save whose task is cancelled before it runs throws `CancellationError` (not a storage
+    /// failure that says nothing was applied) and stores nothing.
+    @Test(arguments: Backend.allCases) func aCancelledSaveThrowsCancellation(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
+        let save = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            try await database.save(TestAction(key: "cancelled", queueName: "h-cancelled"))
+        }
+        await #expect(throws: CancellationError.self) { try await save.value }
+        #expect(try await database.snapshot().isEmpty)
+    }
+
     @Test func aQueueWhoseReadFailsIsReadAgainAndNothingOvertakesItsStoredActions() async throws {
         let directory = try TemporaryDirectory()
         let sqlite = try await TaskDatabase.sqlite(path: directory.path("tasks.sqlite"))

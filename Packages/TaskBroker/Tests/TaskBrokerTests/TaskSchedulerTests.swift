@@ -2,6 +2,7 @@ import AsyncPrimitivesTesting
 import Foundation
 @testable import TaskBrokerCore
 @testable import TaskBrokerSQLite
+import ServiceLifecycleTestKit
 import TaskBroker
 import Testing
 
@@ -109,6 +110,36 @@ struct TaskSchedulerTests {
         await run.advance(by: .seconds(1))
         #expect(await run.enqueued(afterEvents: 2) == ["s@2027-01-15T08:00:05Z"])
         await run.stop()
+    }
+
+    /// A graceful shutdown that begins while a tick is being recorded lets that tick finish (stored,
+    /// with its event) and then ends the run, where cancelling the recording would leave it unknown
+    /// whether the tick was stored.
+    @Test(arguments: Backend.allCases) func aGracefulShutdownLetsTheTickBeingRecordedFinish(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let flaky = FlakyStorage(try await store.open().storage, failing: [:])
+        flaky.holdsNextTick.withLock { $0 = true }
+        let database = TaskDatabase(storage: flaky)
+        let clock = ManualClock()
+        let wall = WallClock(start: start, clock: clock)
+        let scheduler = try TaskScheduler(
+            database: database, schedules: [try Self.every(5)], configuration: .init(wallClock: { wall.now }), clock: clock
+        )
+        let events = scheduler.events
+        try await testGracefulShutdown { trigger in
+            async let ran: Void = scheduler.run()
+            await clock.sleepers(atLeast: 1)
+            clock.advance(by: .seconds(5))
+            #expect(await flaky.ticksHeld.values(count: 1) == [start.addingTimeInterval(5)])
+            trigger.triggerGracefulShutdown()
+            flaky.releaseHeldTick()
+            try await ran
+        }
+        var seen: [TaskSchedulerEvent] = []
+        for await event in events { seen.append(event) }
+        #expect(seen == [.enqueued(TaskTick(schedule: "s", date: start.addingTimeInterval(5)), key: "s@2027-01-15T08:00:05Z")])
+        #expect(try await database.snapshot().map(\.pending) == [1])
+        #expect(try await database.schedules().first?.lastTick == start.addingTimeInterval(5))
     }
 
     @Test func twoSchedulesWithOneNameOrNoneAreRefused() async throws {

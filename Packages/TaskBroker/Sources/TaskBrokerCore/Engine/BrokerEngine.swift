@@ -193,7 +193,6 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             },
             forgets: { queueNames in registry.disown(queueNames, by: brokerID) }
         )
-        var outputs: [BrokerStateMachine.Output] = []
         var timers: [UInt64: BrokerTimer] = [:]
         var releases: [Task<Void, Never>] = []
         await withDiscardingTaskGroup { group in
@@ -202,8 +201,9 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                 group.addTask { await lane.run { claim in self.makeParallelRun(claim) } }
             }
             machine.now = time.elapsed()
-            machine.handle([.start(initialQueues, listedThrough: listedThrough)], into: &outputs)
-            var done = perform(&outputs, timers: &timers, releases: &releases, group: &group)
+            var done = perform(
+                machine.handle([.start(initialQueues, listedThrough: listedThrough)]), timers: &timers, releases: &releases, group: &group
+            )
             while !done, let posted = await mailbox.next() {
                 // Changes heard on the committing thread are decoded here, on the broker's task.
                 let inputs = decodingCommitted(posted)
@@ -214,8 +214,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
                     timers.removeValue(forKey: token)
                 }
                 machine.now = time.elapsed()
-                machine.handle(inputs, into: &outputs)
-                done = perform(&outputs, timers: &timers, releases: &releases, group: &group)
+                done = perform(machine.handle(inputs), timers: &timers, releases: &releases, group: &group)
                 let count = timers.count
                 let machineCount = machine.timers.count
                 let pauseCount = machine.pauseTimers
@@ -251,10 +250,9 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
 
     /// Carries out the machine's outputs; `true` once the broker has stopped.
     private func perform(
-        _ outputs: inout [BrokerStateMachine.Output], timers: inout [UInt64: BrokerTimer], releases: inout [Task<Void, Never>],
+        _ outputs: [BrokerStateMachine.Output], timers: inout [UInt64: BrokerTimer], releases: inout [Task<Void, Never>],
         group: inout DiscardingTaskGroup
     ) -> Bool {
-        defer { outputs.removeAll(keepingCapacity: true) }
         var done = false
         for output in outputs {
             switch output {

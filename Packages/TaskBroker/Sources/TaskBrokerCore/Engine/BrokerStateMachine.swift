@@ -115,7 +115,7 @@ struct BrokerStateMachine {
 
     var queues: [String: Queue] = [:]
     /// The engine's elapsed time when the inputs being handled arrived (set before each
-    /// ``handle(_:into:)``): what a claim's age is measured against.
+    /// ``handle(_:)``): what a claim's age is measured against.
     var now: Duration = .zero
     var phase = Phase.running
     /// Queues with an action in flight.
@@ -197,8 +197,16 @@ struct BrokerStateMachine {
 
     // MARK: - Inputs
 
-    /// Applies inputs in order, then starts what may start. Outputs are appended to `out`.
-    mutating func handle(_ inputs: [Input], into out: inout [Output]) {
+    /// Applies inputs in order, then starts what may start: the actions the machine decided, in
+    /// the order the engine performs them.
+    mutating func handle(_ inputs: [Input]) -> [Output] {
+        var out: [Output] = []
+        handle(inputs, into: &out)
+        return out
+    }
+
+    /// ``handle(_:)`` into a buffer: each step below appends what it decides to `out`.
+    private mutating func handle(_ inputs: [Input], into out: inout [Output]) {
         for input in inputs {
             handle(input, into: &out)
         }
@@ -247,8 +255,8 @@ struct BrokerStateMachine {
         forgets(names)
     }
 
-    /// Applies one input, then starts what may start.
-    mutating func handle(_ input: Input, into out: inout [Output]) -> Void {
+    /// Applies one input (``handle(_:)`` then starts what may start).
+    private mutating func handle(_ input: Input, into out: inout [Output]) {
         guard phase != .finished else { return }
         switch input {
         case .start(let queueNames, let listedThrough):

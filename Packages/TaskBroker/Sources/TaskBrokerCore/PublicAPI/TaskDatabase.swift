@@ -15,6 +15,11 @@ import Tracing
 /// another process commits to the same SQLite file (the `queuekit` tool, an app process that only
 /// enqueues) wakes them too: the file keeps a short journal of changed queues, and the brokers
 /// learn of each commit through inotify.
+///
+/// A call whose task is cancelled throws `CancellationError`. One cancelled while its commit was
+/// on its way may have been applied: read the database again before you repeat it (or save with
+/// ``saveIfAbsent(_:)``). Any other failure throws ``TaskBrokerError``, and its message says
+/// whether the operation was applied.
 public final class TaskDatabase: Sendable {
     /// The backend that stores the actions.
     public let storage: any TaskStorage

@@ -86,17 +86,26 @@ public final class TaskScheduler: Service, Sendable {
 
     /// Runs the schedules until the task is cancelled or a graceful shutdown begins.
     ///
+    /// A graceful shutdown lets a tick that is being recorded finish (its event included) and then
+    /// ends the run; cancelling the task ends it at once, and a tick cut off while it was
+    /// committing may be recorded without its event.
+    ///
     /// - Throws: ``TaskBrokerError`` with code `.unsupported` for a backend without schedules;
     ///   other storage failures are retried, and cancellation ends the run.
     public func run() async throws {
         defer { broadcaster.finish() }
         do {
-            try await cancelWhenGracefulShutdown {
-                try await self.loop()
-            }
+            try await loop()
         } catch is CancellationError {
             return
         }
+    }
+
+    /// Sleeps for `duration`, or until a graceful shutdown begins (then throws `CancellationError`).
+    private func wait(_ duration: Duration) async throws {
+        let sleep = sleep
+        try await cancelWhenGracefulShutdown { try await sleep(duration) }
+        if Task.isShuttingDownGracefully { throw CancellationError() }
     }
 
     private func loop() async throws {
@@ -122,12 +131,12 @@ public final class TaskScheduler: Service, Sendable {
                 let delay = configuration.storageRetryBackoff.delay(afterFailures: failures)
                 logger.warning("could not read the stored schedules; trying again", metadata: ["error": "\(error)", "retryIn": "\(delay)"])
                 broadcaster.yield(.storageFailed(message: "\(error)", retryIn: delay))
-                try await sleep(delay)
+                try await wait(delay)
             }
         }
-        while true {
+        while !Task.isShuttingDownGracefully {
             let now = configuration.wallClock()
-            for (index, tickDate) in plan.due(at: now) {
+            for (index, tickDate) in plan.due(at: now) where !Task.isShuttingDownGracefully {
                 let schedule = plan.entries[index].schedule
                 let tick = TaskTick(schedule: schedule.name, date: tickDate)
                 do {
@@ -156,11 +165,11 @@ public final class TaskScheduler: Service, Sendable {
             }
             guard let wake = plan.nextWake else {
                 // No schedule ticks again: wait for the end.
-                try await sleep(.seconds(86_400 * 365))
+                try await wait(.seconds(86_400 * 365))
                 continue
             }
-            let wait = Duration.timer(until: wake, now: configuration.wallClock())
-            if wait > .zero { try await sleep(wait) }
+            let delay = Duration.timer(until: wake, now: configuration.wallClock())
+            if delay > .zero { try await wait(delay) }
         }
     }
 }

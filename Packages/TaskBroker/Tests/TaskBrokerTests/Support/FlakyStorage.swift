@@ -76,7 +76,24 @@ final class FlakyStorage: TaskStorage {
             return left > 0
         }
         if fails { throw TaskBrokerError(code: .storageFailed, message: "injected tick failure") }
+        if holdsNextTick.withLock({ holds in defer { holds = false }; return holds }) {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                heldTick.withLock { $0 = continuation }
+                ticksHeld.record(tick)
+            }
+        }
         return try await base.recordTick(schedule: name, tick: tick, next: next, task: task)
+    }
+
+    /// Whether the next tick's recording waits (before it reaches the base backend) until
+    /// ``releaseHeldTick()``; ``ticksHeld`` records the tick once it waits.
+    let holdsNextTick = Mutex(false)
+    let ticksHeld = EventCollector<Date>()
+    private let heldTick = Mutex<CheckedContinuation<Void, Never>?>(nil)
+
+    /// Lets the held tick's recording go on (call it once ``ticksHeld`` has recorded the tick).
+    func releaseHeldTick() {
+        heldTick.withLock { held in defer { held = nil }; return held }?.resume()
     }
 }
 

@@ -33,8 +33,7 @@ struct MachineHarness {
     /// Feeds inputs as one batch, and checks that the machine moved no queue's slot in a way its
     /// transitions refuse (``BrokerStateMachine/refusedTransitions``).
     mutating func send(_ inputs: Input...) -> [Output] {
-        var out: [Output] = []
-        machine.handle(inputs, into: &out)
+        let out = machine.handle(inputs)
         #expect(machine.refusedTransitions == 0, "the machine tried a move of a queue's slot that its transitions refuse")
         return out
     }
