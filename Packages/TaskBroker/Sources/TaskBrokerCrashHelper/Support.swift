@@ -118,13 +118,20 @@ final class StampingHandler: AsyncTaskQueueHandler {
     }
 
     func handle(_ action: CrashAction, context _: TaskContext) async -> TaskResult {
-        log.append("S \(action.key) \(pid) \(monotonicNanoseconds())")
+        stamp("S \(action.key) \(pid) \(monotonicNanoseconds())")
         // 2–10 ms (1–5 ms before): the faster broker finished the 20,000 actions after as few as 4
         // kills, near the test's minimum of 3; longer handlers keep the run long enough for more
         // kills without more work for the restarted workers to read at startup.
         try? await Task.sleep(for: .milliseconds(Int.random(in: 2...10)))
-        log.append("E \(action.key) \(pid) \(monotonicNanoseconds())")
+        stamp("E \(action.key) \(pid) \(monotonicNanoseconds())")
         return .success
+    }
+
+    /// Logs the stamp, then says it: the log is the record (complete once the process is gone),
+    /// stdout what a test awaits while the process runs.
+    private func stamp(_ line: String) {
+        log.append(line)
+        say(line)
     }
 }
 

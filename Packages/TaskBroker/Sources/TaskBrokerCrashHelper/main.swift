@@ -15,7 +15,8 @@
 //     16 queues at once; the change feed's heartbeat QUEUEKIT_HELPER_HEARTBEAT_MS if set) until its stdin
 //     closes. Its handler appends "S <key> <pid> <monotonic ns>" when an action starts and "E …" when
 //     it returns (plain writes: they survive SIGKILL), taking 2–10 ms in between; its storage
-//     stamps claims ("C", then "G" or "N": see ClaimStampingStorage). stdout: "ready".
+//     stamps claims ("C", then "G" or "N": see ClaimStampingStorage). stdout: "ready", then each
+//     "S …" and "E …" line once it is in the log.
 //
 //   TaskBrokerCrashHelper pg-serve <postgres url> <schema>
 //     Runs the broker "crash" on PostgreSQL until its stdin closes. stdout: "ready", then

@@ -87,25 +87,33 @@ struct PostgresCrashTests {
         var kills: [Int32: (sent: Int64, dead: Int64)] = [:]
         var aKillInterruptedAnAction = false
         let started = ContinuousClock.now
-        while try await !database.snapshot().isEmpty, ContinuousClock.now - started < .seconds(150) {
+        let drained = try await EmptyWatch(database)
+        while drained.emptied.count == 0, ContinuousClock.now - started < .seconds(150) {
+            // The next kill in 1–3 s, unless the workers drain the queues first.
             let wait = Int.random(in: 1_000...3_000, using: &random)
-            let deadline = ContinuousClock.now + .milliseconds(wait)
-            // Watch for the end while waiting for the next kill (a coarse poll of the real database).
-            while ContinuousClock.now < deadline, try await !database.snapshot().isEmpty {
-                try await Task.sleep(for: .milliseconds(200))
-            }
-            guard try await !database.snapshot().isEmpty else { break }
+            guard await !arrives({ await drained.wait() }, before: .now + .milliseconds(wait)) else { break }
             // Until a kill has interrupted an action, a worker with one in flight (if any is). Only until
             // then: the worker running actions often holds the leases of most queues left, and killing
             // it every time stalled them for a lease every 1–3 s (the runs took about a third longer).
-            // None may be busy for a moment (the workers wait for leases after a kill): look again for
-            // up to a second before taking any worker.
+            // None may be busy for a moment (the workers wait for leases after a kill): the first that
+            // says an action started within a second, before taking any worker.
             var busy: [Int] = []
-            let lookUntil = ContinuousClock.now + .seconds(1)
-            while !aKillInterruptedAnAction, ContinuousClock.now < lookUntil {
-                busy = workers.indices.filter { Self.hasActionInFlight(workers[$0]) }
-                if !busy.isEmpty { break }
-                try await Task.sleep(for: .milliseconds(50))
+            if !aKillInterruptedAnAction {
+                busy = workers.indices.filter { workers[$0].run.saysAnActionRuns }
+                if busy.isEmpty {
+                    let seen = workers.map(\.run.starts.count)
+                    let runs = workers.map(\.run)
+                    _ = await arrives({
+                        await withTaskGroup(of: Void.self) { group in
+                            for (run, count) in zip(runs, seen) {
+                                group.addTask { _ = await run.starts.values(count: count + 1) }
+                            }
+                            await group.next()
+                            group.cancelAll()
+                        }
+                    }, before: .now + .seconds(1))
+                    busy = workers.indices.filter { workers[$0].run.saysAnActionRuns }
+                }
             }
             let victim = busy.randomElement(using: &random) ?? Int.random(in: 0..<workers.count, using: &random)
             let sent = monotonicNanoseconds()

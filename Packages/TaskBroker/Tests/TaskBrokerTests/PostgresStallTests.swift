@@ -34,37 +34,29 @@ struct PostgresStallTests {
         let url = try PostgresTestServer.url()
         let stalled = try CrashHelperRun(arguments: ["pg-worker", url, store.schema, directory.path("stalled")])
         #expect(await stalled.line(after: 0) == "ready")
-        // Polled: the worker reports progress only in its log.
-        var ends: [Int64] = []
-        while ends.count < 50 {
-            try await Task.sleep(for: .milliseconds(10))
-            ends = PostgresCrashTests.stamps(inLog: directory.path("stalled")).filter { $0.kind == .end }.map(\.time)
-        }
+        // The worker's pace: its first 50 actions (it says each handler's start and return).
+        let ends = await stalled.ends.values(count: 50)
         // As many more as two workers at this pace run in 6 s: the 4 s stall and a lease after it.
         let perSecond = Double(ends.count - 1) / max(Double((ends.max() ?? 0) - (ends.min() ?? 0)) / 1e9, 0.001)
         try await save(max(1, Int(perSecond * 2 * 6) / queues) * queues)
         // Stalled with actions in flight where it can be (the handler runs 2–10 ms of each round):
-        // once the log shows a start without its end, or after 5 s of looking.
-        for _ in 0..<500 {
-            let stamps = PostgresCrashTests.stamps(inLog: directory.path("stalled"))
-            if Self.runs(stamps).contains(where: { $0.end == .max }) { break }
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        // as it says the next action started (within 5 s).
+        let started = stalled.starts.count
+        _ = await arrives({ _ = await stalled.starts.values(count: started + 1) }, before: .now + .seconds(5))
         kill(stalled.process.processIdentifier, SIGSTOP)
         // The signal takes effect when the process is next scheduled, a few ms later on a busy
         // machine: the stall begins once the kernel reports it stopped.
-        try await Self.waitUntilStopped(stalled.process.processIdentifier)
+        await stalled.waitUntilStopped()
         let stoppedAt = stallClock()
         let taker = try CrashHelperRun(arguments: ["pg-worker", url, store.schema, directory.path("taker")])
         #expect(await taker.line(after: 0) == "ready")
         // The stall itself, two leases long: the experiment's length, not a wait for an event.
         try await Task.sleep(for: .seconds(4))
+        let drained = try await EmptyWatch(database)
         kill(stalled.process.processIdentifier, SIGCONT)
         let resumedAt = stallClock()
-        // Polled: the workers drain the queues on their own.
-        while !(try await database.snapshot().isEmpty) {
-            try await Task.sleep(for: .milliseconds(50))
-        }
+        // The workers drain the queues on their own.
+        await drained.wait()
         await stalled.finish()
         await taker.finish()
 
@@ -90,18 +82,6 @@ struct PostgresStallTests {
         }.sorted()
         #expect(takeovers.count == Set(inFlight.map(\.queue)).count, "every queue in flight in the stall was taken over")
         print("stall (SIGSTOP for 4 s, lease 2 s, \(saved) actions, \(Int(perSecond)) a second before it): \(takeovers.count) queues in flight taken over after \(takeovers.first ?? 0)–\(takeovers.last ?? 0) s; \(stalledRuns.count { $0.start >= resumedAt }) runs on the stalled worker after it woke")
-    }
-
-    /// Polls `/proc/<pid>/stat` until the process is stopped (state `T`).
-    static func waitUntilStopped(_ pid: Int32) async throws {
-        while true {
-            let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
-            // "pid (name) state …": the state follows the last ')'.
-            if let close = stat.lastIndex(of: ")"), stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("T") {
-                return
-            }
-            try await Task.sleep(for: .milliseconds(1))
-        }
     }
 
     struct Run {
