@@ -51,7 +51,7 @@ extension PostgresTaskStorage {
     ///   system to give up on the connection, many minutes.
     ///
     /// ``run(_:_:)`` makes either a `storageFailed` that says so; the pool replaces the connection.
-    /// `body` runs in a task of its own, and this does not wait for it once the operation is given
+    /// The time limit is a timer on the connection's event loop (no task). `body` runs in a task of its own, and this does not wait for it once the operation is given
     /// up on: a query sent on the connection after it was closed never answers (postgres-nio drops
     /// a statement written to a closed channel without failing it), and a `body` between two
     /// statements at that moment would hang forever, and its caller with it. Such a task is left
@@ -74,15 +74,11 @@ extension PostgresTaskStorage {
                     outcome.settle(.failure(error))
                 }
             }
-            let watchdog = Task { [logger, configuration] in
-                do {
-                    try await Task.sleep(for: limit)
-                } catch {
-                    return
-                }
-                guard outcome.settle(.failure(NoAnswer(limit: limit))) else { return }
+            // The time limit is a timer on the connection's event loop, not a task of its own.
+            let watchdog = connection.eventLoop.flatScheduleTask(in: .clamping(limit)) { [logger, configuration] in
+                guard outcome.settle(.failure(NoAnswer(limit: limit))) else { return connection.eventLoop.makeSucceededVoidFuture() }
                 logger.warning("PostgreSQL at \(configuration.endpoint) did not answer within \(limit); closing the connection")
-                try? await connection.close()
+                return connection.close().recover { _ in }
             }
             let result = await withTaskCancellationHandler {
                 await outcome.result
@@ -91,8 +87,9 @@ extension PostgresTaskStorage {
             }
             // The pool gets the connection back only once the watchdog is done with it: a close
             // that landed after the release closed it under the next operation the pool gave it to.
+            // (A timer that had not fired is cancelled; one that fired is waited for.)
             watchdog.cancel()
-            await watchdog.value
+            _ = try? await watchdog.futureResult.get()
             return try result.get()
         }
     }
@@ -223,6 +220,18 @@ struct ConnectionClosed: Error, CustomStringConvertible {
 /// error handling unchanged.
 struct UserCodeFailed: Error {
     let error: any Error
+}
+
+extension TimeAmount {
+    /// `duration` in nanoseconds, clamped to what a `TimeAmount` holds (negative: zero).
+    static func clamping(_ duration: Duration) -> TimeAmount {
+        let parts = duration.components
+        guard parts.seconds >= 0 else { return .zero }
+        let (whole, overflow) = parts.seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return .nanoseconds(.max) }
+        let (total, overflowAgain) = whole.addingReportingOverflow(parts.attoseconds / 1_000_000_000)
+        return .nanoseconds(overflowAgain ? .max : total)
+    }
 }
 
 extension Duration {
