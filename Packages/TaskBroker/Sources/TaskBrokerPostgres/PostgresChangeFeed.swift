@@ -9,48 +9,68 @@ import TaskBrokerCore
 enum PostgresChangeFeed {
     private static let connectionIDs = Atomic<Int>(1)
 
-    /// Starts listening; returns once the server has confirmed the first `LISTEN`.
+    /// Starts listening, as background work of the storage (``BackgroundWork``: it ends with the
+    /// stream's consumer, or with the storage); returns once the server has confirmed the first
+    /// `LISTEN`.
     ///
     /// - Throws: The first connection's error (`connectionFailed`, `storageFailed`).
     static func start(storage: PostgresTaskStorage) async throws -> AsyncStream<[TaskStorageChange]> {
         let (stream, continuation) = AsyncStream.makeStream(of: [TaskStorageChange].self)
         // Settled by the first connection: listening (confirmed), or its error.
         let first = SettledOnce<Void>()
-        let task = Task {
+        let job = storage.background.start {
             await follow(storage: storage, continuation: continuation) { error in
                 first.settle(error.map { .failure($0) } ?? .success(()))
             }
         }
+        guard let job else {
+            throw TaskBrokerError(code: .storageFailed, message: "the PostgreSQL storage has ended: its change feed cannot start")
+        }
         let local = storage.addLocalFeed(continuation)
         continuation.onTermination = { [weak storage] _ in
-            task.cancel()
+            job.stop()
             storage?.removeLocalFeed(local)
         }
         try await first.result.get()
         return stream
     }
 
+    /// How one connection's listening ended.
+    private enum Ending {
+        /// The feed stops: the first connection failed (its error was reported), or it was cancelled.
+        case stop
+        /// The connection dropped, or stopped answering: listen again.
+        case dropped
+    }
+
     private static func follow(
         storage: PostgresTaskStorage, continuation: AsyncStream<[TaskStorageChange]>.Continuation,
         started: @escaping @Sendable ((any Error)?) -> Bool
     ) async {
-        let logger = storage.logger
-        let decoder = JSONDecoder()
-        // This storage's own finishes: already delivered in process (`PostgresTaskStorage.finish`).
-        let own = Array(ChangeMessage.originPrefix(storage.origin).utf8)
-        var failures = 0
-        var listening = false
-        // Keeps this storage's broker records alive for as long as the feed runs (see
-        // `registerBroker`), on the storage's pool: a write that waits for the disk has no place
-        // in the heartbeat, whose answer must come within the interval.
-        let refresher = Task {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: storage.configuration.heartbeatInterval)
-                if Task.isCancelled { break }
-                await storage.refreshBrokerRecords()
+        await withTaskGroup(of: Void.self) { group in
+            // Keeps this storage's broker records alive for as long as the feed runs (see
+            // `registerBroker`), on the storage's pool: a write that waits for the disk has no place
+            // in the heartbeat, whose answer must come within the interval.
+            group.addTask {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: storage.configuration.heartbeatInterval)
+                    if Task.isCancelled { break }
+                    await storage.refreshBrokerRecords()
+                }
             }
+            await listen(storage: storage, continuation: continuation, started: started)
+            group.cancelAll()
         }
-        defer { refresher.cancel() }
+        continuation.finish()
+    }
+
+    /// Listens on one connection after another, until cancelled or the first one fails.
+    private static func listen(
+        storage: PostgresTaskStorage, continuation: AsyncStream<[TaskStorageChange]>.Continuation,
+        started: @escaping @Sendable ((any Error)?) -> Bool
+    ) async {
+        let logger = storage.logger
+        var failures = 0
         while !Task.isCancelled {
             if failures > 0 {
                 try? await Task.sleep(for: backoff(after: failures))
@@ -68,45 +88,63 @@ enum PostgresChangeFeed {
                 logger.warning("could not reconnect the change feed to \(storage.configuration.endpoint) (attempt \(failures)): \(error)")
                 continue
             }
-            // Closes the connection if it stops answering: the loop below then ends with an error.
-            let heartbeat = Task { await checkAnswers(of: connection, every: storage.configuration.heartbeatInterval, logger: logger) }
-            defer { heartbeat.cancel() }
-            do {
-                try await connection.listen(on: storage.sql.channel) { notifications in
-                    if !started(nil) {
-                        // Listening again after a drop: changes committed while nobody listened
-                        // were not announced, so read everything once.
-                        logger.notice("the change feed listens again after \(failures) attempt(s)")
-                        await catchUp(storage, continuation)
-                    }
-                    failures = 0
-                    listening = true
-                    for try await notification in notifications {
-                        if notification.payload.utf8.starts(with: own) { continue }
-                        let message = try? decoder.decode(ChangeMessage.self, from: Data(notification.payload.utf8))
-                        if let changes = message?.changes() {
-                            if !changes.isEmpty { continuation.yield(changes) }
-                        } else {
-                            await catchUp(storage, continuation)
-                        }
-                    }
+            let (ending, listened) = await withTaskGroup(of: Void.self) { group in
+                // Closes the connection if it stops answering: the listen below then ends with an error.
+                group.addTask {
+                    await checkAnswers(of: connection, every: storage.configuration.heartbeatInterval, logger: logger)
                 }
-            } catch {
-                let wrapped = PostgresErrors.storageFailed("listen for changes", error, storage.configuration)
-                if started(wrapped) {
-                    try? await connection.close()
-                    break
-                }
-                if !Task.isCancelled {
-                    logger.warning("the change feed's connection to \(storage.configuration.endpoint) dropped: \(PostgresErrors.reason(error)); reconnecting")
-                }
+                let ending = await listen(on: connection, storage: storage, continuation: continuation, failures: failures, started: started)
+                group.cancelAll()
+                // Ends a `SELECT 1` of the heartbeat's that is still waiting for its answer.
+                try? await connection.close()
+                return ending
             }
-            try? await connection.close()
-            if listening { failures = 0 }
-            listening = false
+            if case .stop = ending { break }
+            if listened { failures = 0 }
             failures += 1
         }
-        continuation.finish()
+    }
+
+    /// Listens on `connection` until it drops, delivering what it hears.
+    ///
+    /// - Returns: How it ended, and whether the server confirmed the `LISTEN` first.
+    private static func listen(
+        on connection: PostgresConnection, storage: PostgresTaskStorage,
+        continuation: AsyncStream<[TaskStorageChange]>.Continuation, failures: Int,
+        started: @escaping @Sendable ((any Error)?) -> Bool
+    ) async -> (Ending, listened: Bool) {
+        let logger = storage.logger
+        let decoder = JSONDecoder()
+        // This storage's own finishes: already delivered in process (`PostgresTaskStorage.finish`).
+        let own = Array(ChangeMessage.originPrefix(storage.origin).utf8)
+        var listening = false
+        do {
+            try await connection.listen(on: storage.sql.channel) { notifications in
+                if !started(nil) {
+                    // Listening again after a drop: changes committed while nobody listened
+                    // were not announced, so read everything once.
+                    logger.notice("the change feed listens again after \(failures) attempt(s)")
+                    await catchUp(storage, continuation)
+                }
+                listening = true
+                for try await notification in notifications {
+                    if notification.payload.utf8.starts(with: own) { continue }
+                    let message = try? decoder.decode(ChangeMessage.self, from: Data(notification.payload.utf8))
+                    if let changes = message?.changes() {
+                        if !changes.isEmpty { continuation.yield(changes) }
+                    } else {
+                        await catchUp(storage, continuation)
+                    }
+                }
+            }
+        } catch {
+            let wrapped = PostgresErrors.storageFailed("listen for changes", error, storage.configuration)
+            if started(wrapped) { return (.stop, listening) }
+            if !Task.isCancelled {
+                logger.warning("the change feed's connection to \(storage.configuration.endpoint) dropped: \(PostgresErrors.reason(error)); reconnecting")
+            }
+        }
+        return (Task.isCancelled ? .stop : .dropped, listening)
     }
 
     /// Asks the connection for `SELECT 1` every `interval`, until cancelled; closes it when an

@@ -51,8 +51,10 @@ extension PostgresTaskStorage {
     ///   system to give up on the connection, many minutes.
     ///
     /// ``run(_:_:)`` makes either a `storageFailed` that says so; the pool replaces the connection.
-    /// The time limit is a timer on the connection's event loop (no task). `body` runs in a task of its own, and this does not wait for it once the operation is given
-    /// up on: a query sent on the connection after it was closed never answers (postgres-nio drops
+    /// The time limit is a timer on the connection's event loop. `body` runs in a task of its own,
+    /// which inherits the caller's task-local values (your `write` closure runs in it, and a save in
+    /// it reads the caller's trace context) and its priority, and this does not wait for it once
+    /// the operation is given up on: a query sent on the connection after it was closed never answers (postgres-nio drops
     /// a statement written to a closed channel without failing it), and a `body` between two
     /// statements at that moment would hang forever, and its caller with it. Such a task is left
     /// behind (with what `body` holds); the transactions' own ROLLBACK is not sent on a closed

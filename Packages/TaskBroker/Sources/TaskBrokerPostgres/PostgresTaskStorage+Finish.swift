@@ -129,7 +129,7 @@ extension PostgresTaskStorage {
         if !outdated.isEmpty {
             // In the background: the report does not wait for it (the batch's other queues wait
             // for their outcomes, and their kept leases for renewals that would wait behind it).
-            Task { [logger] in
+            background.run { [logger] in
                 do {
                     try await self.releaseLeases(outdated, owner: owner)
                 } catch {

@@ -34,6 +34,10 @@ public final class PostgresTaskStorage: TaskStorage {
     let logger: Logger
     /// Ends an operation as soon as its connection closes.
     let closing = ClosingConnections()
+    /// What this storage runs besides its callers' operations: children of `runner`.
+    let background: BackgroundWork
+    /// Runs the connection pools and the background work (``BackgroundWork``) in one task group,
+    /// until this storage ends.
     private let runner: Task<Void, Never>
     /// Begins this storage's finish notifications (`ChangeMessage.originPrefix`): random letters
     /// and digits, so that its own change feed skips them without decoding them.
@@ -42,8 +46,11 @@ public final class PostgresTaskStorage: TaskStorage {
     /// to them in process; its notifications are for the feeds of other storages.
     let localFeeds = Mutex<(next: Int, feeds: [Int: AsyncStream<[TaskStorageChange]>.Continuation])>((0, [:]))
 
-    private init(configuration: TaskDatabase.PostgresConfiguration, clients: Pools, runner: Task<Void, Never>) {
+    private init(
+        configuration: TaskDatabase.PostgresConfiguration, clients: Pools, background: BackgroundWork, runner: Task<Void, Never>
+    ) {
         self.configuration = configuration
+        self.background = background
         self.client = clients.operations
         self.leaseClient = clients.leases
         self.transactionClient = clients.transactions
@@ -70,14 +77,16 @@ public final class PostgresTaskStorage: TaskStorage {
         }
         try? await connection.close()
         let pools = Pools(configuration)
+        let background = BackgroundWork()
         let runner = Task {
             await withDiscardingTaskGroup { group in
                 group.addTask { await pools.operations.run() }
                 group.addTask { await pools.leases.run() }
                 group.addTask { await pools.transactions.run() }
+                await background.drain(into: &group)
             }
         }
-        return PostgresTaskStorage(configuration: configuration, clients: pools, runner: runner)
+        return PostgresTaskStorage(configuration: configuration, clients: pools, background: background, runner: runner)
     }
 
 

@@ -72,7 +72,7 @@ extension BrokerEngine {
     /// queues. A run past its time limit is delivered as a failure at once; a callback-form handler
     /// that never completes then holds nothing.
     func makeParallelRun(_ claim: TaskParallelClaim) -> ParallelLane.Start? {
-        guard let action = try? JSONDecoder().decode(Handler.Action.self, from: claim.task.payload) else { return nil }
+        guard let action = try? payloadDecoder.decode(Handler.Action.self, from: claim.task.payload) else { return nil }
         let task = claim.task
         let handle = self.handle
         let time = self.time

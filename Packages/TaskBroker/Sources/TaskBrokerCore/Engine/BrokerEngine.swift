@@ -83,6 +83,10 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
     /// Runs the plain parallel actions of the broker's scope (a backend that stores them, and
     /// `maxConcurrentParallelActions` above 0).
     let lane: ParallelLane?
+    /// Decodes plain parallel actions' payloads (``makeParallelRun(_:)``): one for the broker's
+    /// lifetime rather than one per action. Decoding with it from several tasks at once is safe
+    /// (each decode has its own state; the options are behind the decoder's lock).
+    let payloadDecoder = JSONDecoder()
 
     init(
         name: String, brokerID: UInt64, handler: Handler, storage: any TaskStorage, registry: ClaimRegistry,

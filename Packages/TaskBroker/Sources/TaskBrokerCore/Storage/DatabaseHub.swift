@@ -12,9 +12,9 @@ package final class DatabaseHub: Sendable {
     /// need to, or the backend's change feed tells them).
     private let commitSignal: (any CommitSignal)?
     private let watcher = Mutex<(users: Int, watcher: (any ExternalChangeWatching)?)>((0, nil))
-    /// The change feed of a shared backend: how many brokers use it, and the task that starts it
-    /// (its value is the task that delivers the feed to the notifier).
-    private let feed = Mutex<(users: Int, start: Task<Task<Void, Never>, any Error>?)>((0, nil))
+    /// The change feed of a shared backend: how many brokers use it, and the task that delivers it
+    /// to the notifier with the answer of its start.
+    private let feed = Mutex<(users: Int, delivery: (task: Task<Void, Never>, started: FeedStart)?)>((0, nil))
 
     /// Creates a hub.
     ///
@@ -80,26 +80,35 @@ package final class DatabaseHub: Sendable {
     /// - Throws: What the backend throws when it cannot listen; nothing is retained then.
     func retainFeed(_ storage: any TaskStorage) async throws {
         let notifier = self.notifier
-        let start = feed.withLock { state in
+        let started = feed.withLock { state in
             state.users += 1
-            if let start = state.start { return start }
-            let start = Task { () throws -> Task<Void, Never> in
-                guard let stream = try await storage.changes() else { return Task {} }
-                return Task {
-                    for await batch in stream {
-                        notifier.notify(batch.flatMap(TaskChange.changes(from:)))
-                    }
+            if let delivery = state.delivery { return delivery.started }
+            let started = FeedStart()
+            // One task: it starts the feed, then delivers it until cancelled (which ends the
+            // backend's stream, and with it the feed).
+            let task = Task {
+                let stream: AsyncStream<[TaskStorageChange]>?
+                do {
+                    stream = try await storage.changes()
+                } catch {
+                    started.settle(.failure(error))
+                    return
+                }
+                started.settle(.success(()))
+                guard let stream else { return }
+                for await batch in stream {
+                    notifier.notify(batch.flatMap(TaskChange.changes(from:)))
                 }
             }
-            state.start = start
-            return start
+            state.delivery = (task, started)
+            return started
         }
         do {
-            _ = try await start.value
+            try await started.result.get()
         } catch {
             feed.withLock { state in
                 state.users -= 1
-                if state.start == start { state.start = nil }
+                if state.delivery?.started === started { state.delivery = nil }
             }
             throw error
         }
@@ -107,14 +116,13 @@ package final class DatabaseHub: Sendable {
 
     /// Stops delivering the change feed once no broker needs it.
     func releaseFeed() {
-        let stopped = feed.withLock { state -> Task<Task<Void, Never>, any Error>? in
+        let stopped = feed.withLock { state -> Task<Void, Never>? in
             state.users -= 1
             guard state.users == 0 else { return nil }
-            defer { state.start = nil }
-            return state.start
+            defer { state.delivery = nil }
+            return state.delivery?.task
         }
-        guard let stopped else { return }
-        Task { try? await stopped.value.cancel() }
+        stopped?.cancel()
     }
 
     /// Stops watching once no broker needs it.
@@ -126,5 +134,33 @@ package final class DatabaseHub: Sendable {
             return state.watcher
         }
         stopped?.cancel()
+    }
+}
+
+/// The answer of a change feed's start, for every broker that waits for it.
+private final class FeedStart: Sendable {
+    private let state = Mutex<(result: Result<Void, any Error>?, waiters: [CheckedContinuation<Result<Void, any Error>, Never>])>((nil, []))
+
+    func settle(_ result: Result<Void, any Error>) {
+        let waiters = state.withLock { state -> [CheckedContinuation<Result<Void, any Error>, Never>] in
+            state.result = result
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters {
+            waiter.resume(returning: result)
+        }
+    }
+
+    var result: Result<Void, any Error> {
+        get async {
+            await withCheckedContinuation { waiter in
+                let result = state.withLock { state -> Result<Void, any Error>? in
+                    if state.result == nil { state.waiters.append(waiter) }
+                    return state.result
+                }
+                if let result { waiter.resume(returning: result) }
+            }
+        }
     }
 }
