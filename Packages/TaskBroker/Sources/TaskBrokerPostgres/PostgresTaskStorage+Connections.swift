@@ -51,15 +51,14 @@ extension PostgresTaskStorage {
     ///   system to give up on the connection, many minutes.
     ///
     /// ``run(_:_:)`` makes either a `storageFailed` that says so; the pool replaces the connection.
-    /// The time limit is a timer on the connection's event loop. `body` runs in a task of its own,
-    /// which inherits the caller's task-local values (your `write` closure runs in it, and a save in
-    /// it reads the caller's trace context) and its priority, and this does not wait for it once
-    /// the operation is given up on: a query sent on the connection after it was closed never answers (postgres-nio drops
-    /// a statement written to a closed channel without failing it), and a `body` between two
-    /// statements at that moment would hang forever, and its caller with it. Such a task is left
-    /// behind (with what `body` holds); the transactions' own ROLLBACK is not sent on a closed
-    /// connection, so it takes a close that lands between two statements. Cancelling the caller
-    /// cancels `body`.
+    /// The time limit is a timer on the connection's event loop. `body` runs as background work of
+    /// this storage (``BackgroundWork``: it sees none of the caller's task-local values), and this
+    /// does not wait for it once the operation is given up on: a query sent on the connection
+    /// after it was closed never answers (postgres-nio drops a statement written to a closed
+    /// channel without failing it), and a `body` between two statements at that moment would hang
+    /// forever, and its caller with it. Such a `body` is left behind, with what it holds; the
+    /// transactions' own ROLLBACK is not sent on a closed connection, so it takes a close that
+    /// lands between two statements. Cancelling the caller cancels `body`.
     func withConnection<T: Sendable>(
         within timeout: Duration? = nil, on pool: PostgresClient? = nil,
         _ body: @escaping @Sendable (PostgresConnection) async throws -> T
@@ -69,13 +68,15 @@ extension PostgresTaskStorage {
             let outcome = SettledOnce<T>()
             let done = closing.watch(connection) { outcome.settle(.failure(ConnectionClosed())) }
             defer { done() }
-            let work = Task {
+            let work = background.start {
                 do {
                     outcome.settle(.success(try await body(connection)))
                 } catch {
                     outcome.settle(.failure(error))
                 }
             }
+            // Only once the storage has ended, which it does not while one of its operations runs.
+            if work == nil { outcome.settle(.failure(CancellationError())) }
             // The time limit is a timer on the connection's event loop, not a task of its own.
             let watchdog = connection.eventLoop.flatScheduleTask(in: .clamping(limit)) { [logger, configuration] in
                 guard outcome.settle(.failure(NoAnswer(limit: limit))) else { return connection.eventLoop.makeSucceededVoidFuture() }
@@ -85,7 +86,7 @@ extension PostgresTaskStorage {
             let result = await withTaskCancellationHandler {
                 await outcome.result
             } onCancel: {
-                work.cancel()
+                work?.stop()
             }
             // The pool gets the connection back only once the watchdog is done with it: a close
             // that landed after the release closed it under the next operation the pool gave it to.

@@ -14,6 +14,26 @@ import Testing
 /// once. Your transactions have a pool of their own, and renewals one of theirs.
 @Suite(.timeLimit(.minutes(3)))
 struct PostgresUserTransactionTests {
+    /// Something of the caller's that its task carries (a request's id, a trace context).
+    enum RequestContext {
+        @TaskLocal static var id: String?
+    }
+
+    /// Your transaction's closure runs with the task-local values of the task that called `write`
+    /// (a save in it reads the trace context from them), whatever task the storage runs it in.
+    @Test func aWriteClosureSeesTheCallersTaskLocalValues() async throws {
+        let store = try TestStore(.postgres)
+        let database = try await store.open()
+        let seen = try await RequestContext.$id.withValue("request-7") {
+            try await database.write { (tx: PostgresTaskTransaction) in
+                try await tx.execute("SELECT 1")
+                return RequestContext.id
+            }
+        }
+        #expect(seen == "request-7")
+        #expect(try await database.write { (_: PostgresTaskTransaction) in RequestContext.id } == nil)
+    }
+
     @Test func longUserTransactionsDoNotCostTheWorkerItsLease() async throws {
         let store = try TestStore(.postgres)
         var configuration = try store.postgresConfiguration(leaseDuration: .seconds(2))
