@@ -94,7 +94,9 @@ extension TaskDatabase {
         guard let sqlite = storage as? SQLiteTaskStorage else {
             throw TaskBrokerError(
                 code: .unsupported,
-                message: "write(_:) needs the SQLite backend; save actions with save(_:) on this database."
+                message: "write(_:) with a TaskTransaction needs the SQLite backend. On PostgreSQL, write's closure takes a "
+                    + "PostgresTaskTransaction (import TaskBrokerPostgres): a closure that does not await picks this SQLite "
+                    + "form, so name its parameter's type: { (tx: PostgresTaskTransaction) in … }."
             )
         }
         let hub = self.hub

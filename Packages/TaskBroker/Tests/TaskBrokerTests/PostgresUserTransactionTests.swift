@@ -19,6 +19,21 @@ struct PostgresUserTransactionTests {
         @TaskLocal static var id: String?
     }
 
+    /// A closure that does not await resolves to SQLite's `write` (its closure is synchronous): on
+    /// a PostgreSQL database that is a typed error that says how to pick PostgreSQL's, and nothing
+    /// of the closure runs.
+    @Test func aSynchronousWriteClosureOnPostgreSQLIsATypedErrorThatNamesTheFix() async throws {
+        let store = try TestStore(.postgres)
+        let database = try await store.open()
+        let ran = EventCollector<Bool>()
+        let error = await #expect(throws: TaskBrokerError.self) {
+            try await database.write { _ in ran.record(true) }
+        }
+        #expect(error?.code == .unsupported)
+        #expect(error?.message.contains("(tx: PostgresTaskTransaction) in") == true)
+        #expect(ran.count == 0)
+    }
+
     /// Your transaction's closure runs with the task-local values of the task that called `write`
     /// (a save in it reads the trace context from them), whatever task the storage runs it in.
     @Test func aWriteClosureSeesTheCallersTaskLocalValues() async throws {
