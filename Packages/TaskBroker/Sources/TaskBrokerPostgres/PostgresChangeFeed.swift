@@ -61,6 +61,8 @@ enum PostgresChangeFeed {
             await listen(storage: storage, continuation: continuation, started: started)
             group.cancelAll()
         }
+        // Cancelled before its first connection answered: whoever waits for the start hears it.
+        _ = started(CancellationError())
         continuation.finish()
     }
 
