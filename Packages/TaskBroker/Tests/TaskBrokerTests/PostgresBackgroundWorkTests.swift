@@ -80,9 +80,9 @@ private final class Latch: Sendable {
         (opened, open_) = AsyncStream.makeStream(of: Void.self)
     }
 
-    func open() { open_.finish() }
+    fileprivate func open() { open_.finish() }
 
-    func wait() async {
+    fileprivate func wait() async {
         for await _ in opened {}
     }
 }
