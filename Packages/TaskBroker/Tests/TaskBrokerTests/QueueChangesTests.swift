@@ -34,10 +34,15 @@ struct QueueChangesTests {
         let broker = try await TaskQueueBroker.setup(database: worker, name: "r", handler: handler)
         var changes = try await watcher.queueChanges().makeAsyncIterator()
         try await worker.save(TestAction(key: "x", queueName: "r-1"))
+        // The save names its queue.
+        #expect(await Self.next(&changes, naming: ["r-1"]))
         #expect(await handler.handled.values(count: 1) == ["x"])
-        // The save, then the run's completion: the queue is named until it is seen empty.
+        // Then the run's completion: a batch comes after it, whatever the snapshot showed before
+        // (PostgreSQL names the queue; on SQLite the journal does not name a completion, and the
+        // batch is empty: "read again"). Named only, this waited forever on SQLite whenever the
+        // snapshot read after the save's batch came before the outcome's commit.
         while try await !watcher.snapshot().isEmpty {
-            #expect(await Self.next(&changes, naming: ["r-1"]))
+            #expect(await changes.next() != nil, "the stream goes on until the queue is seen empty")
         }
         await broker.shutdown()
     }
