@@ -1,6 +1,7 @@
 // PostgreSQL only: not compiled in a build without TaskBrokerPostgres (the AddressSanitizer run).
 #if canImport(TaskBrokerPostgres)
 import Synchronization
+@testable import TaskBrokerCore
 @testable import TaskBrokerPostgres
 import Testing
 
@@ -71,19 +72,4 @@ struct PostgresBackgroundWorkTests {
     }
 }
 
-/// A one-way gate for these tests.
-private final class Latch: Sendable {
-    private let opened: AsyncStream<Void>
-    private let open_: AsyncStream<Void>.Continuation
-
-    init() {
-        (opened, open_) = AsyncStream.makeStream(of: Void.self)
-    }
-
-    fileprivate func open() { open_.finish() }
-
-    fileprivate func wait() async {
-        for await _ in opened {}
-    }
-}
 #endif

@@ -1,3 +1,4 @@
+import AsyncPrimitives
 import Dispatch
 import Foundation
 import Synchronization
@@ -14,7 +15,7 @@ package final class DatabaseHub: Sendable {
     private let watcher = Mutex<(users: Int, watcher: (any ExternalChangeWatching)?)>((0, nil))
     /// The change feed of a shared backend: how many brokers use it, and the task that delivers it
     /// to the notifier with the answer of its start.
-    private let feed = Mutex<(users: Int, delivery: (task: Task<Void, Never>, started: FeedStart)?)>((0, nil))
+    private let feed = Mutex<(users: Int, delivery: (task: Task<Void, Never>, started: Deferred<Result<Void, any Error>>)?)>((0, nil))
 
     /// Creates a hub.
     ///
@@ -83,7 +84,7 @@ package final class DatabaseHub: Sendable {
         let started = feed.withLock { state in
             state.users += 1
             if let delivery = state.delivery { return delivery.started }
-            let started = FeedStart()
+            let started = Deferred<Result<Void, any Error>>()
             // One task: it starts the feed, then delivers it until cancelled (which ends the
             // backend's stream, and with it the feed).
             let task = Task {
@@ -91,10 +92,10 @@ package final class DatabaseHub: Sendable {
                 do {
                     stream = try await storage.changes()
                 } catch {
-                    started.settle(.failure(error))
+                    started.fill(value: .failure(error))
                     return
                 }
-                started.settle(.success(()))
+                started.fill(value: .success(()))
                 guard let stream else { return }
                 for await batch in stream {
                     notifier.notify(batch.flatMap(TaskChange.changes(from:)))
@@ -104,7 +105,7 @@ package final class DatabaseHub: Sendable {
             return started
         }
         do {
-            try await started.result.get()
+            try await started.value.get()
         } catch {
             feed.withLock { state in
                 state.users -= 1
@@ -137,30 +138,3 @@ package final class DatabaseHub: Sendable {
     }
 }
 
-/// The answer of a change feed's start, for every broker that waits for it.
-private final class FeedStart: Sendable {
-    private let state = Mutex<(result: Result<Void, any Error>?, waiters: [CheckedContinuation<Result<Void, any Error>, Never>])>((nil, []))
-
-    func settle(_ result: Result<Void, any Error>) {
-        let waiters = state.withLock { state -> [CheckedContinuation<Result<Void, any Error>, Never>] in
-            state.result = result
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters {
-            waiter.resume(returning: result)
-        }
-    }
-
-    var result: Result<Void, any Error> {
-        get async {
-            await withCheckedContinuation { waiter in
-                let result = state.withLock { state -> Result<Void, any Error>? in
-                    if state.result == nil { state.waiters.append(waiter) }
-                    return state.result
-                }
-                if let result { waiter.resume(returning: result) }
-            }
-        }
-    }
-}
