@@ -204,10 +204,16 @@ extension JobQueue {
             flowGeneration &+= 1
             switch state {
             case .starting, .listening, .processing:
-                state = inFlight.isEmpty ? .stopped : .stopping
+                state = processorHoldsAJob ? .stopping : .stopped
             case .stopping, .stopped:
                 break
             }
+        }
+
+        /// Whether a job is still with the processor. A job whose failure is with the retry
+        /// strategy is not: a strategy that stops the queue finds it stopped.
+        @inlinable var processorHoldsAJob: Bool {
+            inFlight.contains { !$0.awaitingStrategy }
         }
 
         /// Brings `state` in line with what is queued and in flight.
@@ -220,7 +226,7 @@ extension JobQueue {
                     state = .listening
                 }
             case .stopping:
-                if inFlight.isEmpty { state = .stopped }
+                if !processorHoldsAJob { state = .stopped }
             case .stopped:
                 break
             }

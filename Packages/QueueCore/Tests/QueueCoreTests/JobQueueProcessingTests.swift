@@ -118,6 +118,21 @@ struct JobQueueProcessingTests {
     }
 
     @Test
+    func aRetryStrategyThatStopsTheQueueFindsItStoppedAndTheFailedJobBackFirst() async {
+        let seen = EventCollector<JobQueueState>()
+        queue.processor = AnyJobProcessor(FailingProcessor())
+        queue.retryStrategy = StopAndRecordState(record: seen.record)
+        queue.add(makeJobs(count: 2))
+        queue.start()
+
+        // The failed job is with the strategy, not the processor: nothing is left to wait for.
+        #expect(await seen.values(count: 1) == [.stopped])
+        #expect(queue.state == .stopped)
+        #expect(queue.peek()?.action == "0")
+        #expect(queue.count == 2)
+    }
+
+    @Test
     func asyncProcessorProcessesEveryJobInOrder() async {
         let seen = EventCollector<String>()
         queue.processor = AnyJobProcessor { job in
@@ -245,5 +260,16 @@ struct JobQueueRetryStrategyHookTests {
         #expect(queue.state == .listening)
         #expect(queue.failureCount(ofJobWithID: job.id) == 0)
         withExtendedLifetime(token) {}
+    }
+}
+
+/// Stops the queue as a retry strategy does, records the state it finds and puts the job back first.
+private struct StopAndRecordState: JobRetryStrategy {
+    let record: @Sendable (JobQueueState) -> Void
+
+    fileprivate func retry<JobType: QueueJob>(job: JobType, failedOnQueue queue: JobQueue<JobType>) {
+        _ = queue.stopForRetry()
+        record(queue.state)
+        queue.retry(job)
     }
 }
