@@ -359,7 +359,9 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
 
     /// Stops the queue on behalf of a retry strategy that will start it again later with
     /// ``restart(_:)``: the restart happens only if nobody called ``start()`` or ``stop()`` in
-    /// between. A queue its owner stopped during a backoff stays stopped.
+    /// between. A queue its owner stopped during a backoff stays stopped, and so does one stopped
+    /// while the failed job ran: called from a strategy's `retry` on a queue stopped since that
+    /// job started, the ticket never restarts it.
     ///
     /// ```swift
     /// let ticket = queue.stopForRetry()
@@ -370,8 +372,11 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
     /// - Returns: The ticket that ``restart(_:)`` takes.
     public func stopForRetry() -> JobQueueRestartTicket {
         core.withLock { core in
+            // Inside a failure's strategy (its job awaits it), on a queue no longer started: it
+            // was stopped while the job ran, and that stop is the later word.
+            let stoppedMeanwhile = !core.isStarted && core.inFlight.contains { $0.awaitingStrategy && !$0.requeued }
             core.stop()
-            return JobQueueRestartTicket(generation: core.flowGeneration)
+            return JobQueueRestartTicket(generation: core.flowGeneration, restarts: !stoppedMeanwhile)
         }
     }
 
@@ -383,7 +388,7 @@ public final class JobQueue<Job: QueueJob>: Sendable, CustomStringConvertible {
     @discardableResult
     public func restart(_ ticket: JobQueueRestartTicket) -> Bool {
         let (current, wake) = core.withLock { core -> (Bool, Bool) in
-            guard core.flowGeneration == ticket.generation else { return (false, false) }
+            guard ticket.restarts, core.flowGeneration == ticket.generation else { return (false, false) }
             return (true, core.start())
         }
         if wake { schedulePump() }

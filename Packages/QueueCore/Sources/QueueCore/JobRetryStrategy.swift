@@ -20,4 +20,6 @@ public protocol JobRetryStrategy: Sendable {
 /// strategy's stop, which its restart undoes only if nobody started or stopped the queue since.
 public struct JobQueueRestartTicket: Sendable, Hashable {
     let generation: UInt64
+    /// `false` when the queue was already stopped by someone else: the restart does nothing.
+    let restarts: Bool
 }

@@ -133,6 +133,26 @@ struct JobQueueProcessingTests {
     }
 
     @Test
+    func aQueueStoppedWhileItsJobRanStaysStoppedAfterTheFailedJobsBackoff() async {
+        let processor = HoldingProcessor()
+        let restarted = EventCollector<Bool>()
+        queue.processor = AnyJobProcessor(processor)
+        queue.retryStrategy = StopAndRestartAtOnce(record: restarted.record)
+        queue.add(makeJobs(count: 2))
+        queue.start()
+        #expect(await processor.started.values(count: 1) == ["0"])
+
+        queue.stop()
+        processor.complete("0", error: TestFailure())
+
+        // The strategy's restart would undo the owner's stop, which came after the job began.
+        #expect(await restarted.values(count: 1) == [false])
+        #expect(queue.state == .stopped)
+        #expect(queue.peek()?.action == "0")
+        #expect(processor.started.values == ["0"])
+    }
+
+    @Test
     func asyncProcessorProcessesEveryJobInOrder() async {
         let seen = EventCollector<String>()
         queue.processor = AnyJobProcessor { job in
@@ -271,5 +291,17 @@ private struct StopAndRecordState: JobRetryStrategy {
         _ = queue.stopForRetry()
         record(queue.state)
         queue.retry(job)
+    }
+}
+
+/// Stops the queue for a retry, puts the job back first and restarts the queue at once (a backoff
+/// of zero), recording whether the restart took.
+private struct StopAndRestartAtOnce: JobRetryStrategy {
+    let record: @Sendable (Bool) -> Void
+
+    fileprivate func retry<JobType: QueueJob>(job: JobType, failedOnQueue queue: JobQueue<JobType>) {
+        let ticket = queue.stopForRetry()
+        queue.retry(job)
+        record(queue.restart(ticket))
     }
 }
