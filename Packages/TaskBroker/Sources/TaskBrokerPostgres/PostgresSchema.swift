@@ -74,6 +74,12 @@ struct PostgresSchema: Sendable {
     /// A stored action from a row of ``taskColumns``.
     static func task(_ row: PostgresRow) throws -> StoredTask {
         var cells = RowReader(row)
+        return try task(&cells)
+    }
+
+    /// A stored action from the next cells of a row, as ``task(_:)`` reads them; the cells after
+    /// them are left to read.
+    static func task(_ cells: inout RowReader) throws -> StoredTask {
         let collection: String = try cells.next()
         let key: String = try cells.next()
         return StoredTask(

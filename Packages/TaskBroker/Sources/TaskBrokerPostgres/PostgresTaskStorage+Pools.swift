@@ -7,10 +7,17 @@ extension PostgresTaskStorage {
         let operations: PostgresClient
         let leases: PostgresClient
         let transactions: PostgresClient
+        /// The pool of held claims of plain parallel actions (``PostgresTaskStorage/claimParallelHeld(_:limit:owner:leaseDuration:now:)``):
+        /// each holds its connection, in a transaction, until its batch is settled.
+        let held: PostgresClient
 
         /// How many connections the lease pool opens: renewals wait for nothing else, and a
         /// release beside a renewal does not hold it up.
         static let leaseConnections = 2
+
+        /// How many batches of plain parallel actions a storage holds at once (one connection
+        /// each); a claim beyond them writes its leases (`claimParallel`).
+        static let heldConnections = 4
 
         init(_ configuration: TaskDatabase.PostgresConfiguration) {
             // The broker's own transactions (claims, finishes, renewals, releases: BEGIN, one
@@ -23,6 +30,12 @@ extension PostgresTaskStorage {
             let own = Self.sessionSettings(idleInTransaction: min(configuration.operationTimeout, configuration.leaseDuration / 2))
             operations = Self.pool(configuration, size: configuration.poolSize, name: "taskbroker \(configuration.schema)", settings: own)
             leases = Self.pool(configuration, size: Self.leaseConnections, name: "taskbroker \(configuration.schema)", settings: own)
+            // A held batch waits for its worker's handlers between its claim and its settlement; one
+            // still open half a lease later belongs to a worker that stopped answering.
+            held = Self.pool(
+                configuration, size: Self.heldConnections, name: "taskbroker held \(configuration.schema)",
+                settings: Self.sessionSettings(idleInTransaction: configuration.leaseDuration / 2)
+            )
             transactions = Self.pool(
                 configuration, size: configuration.transactionPoolSize, name: "taskbroker tx \(configuration.schema)",
                 settings: Self.sessionSettings(idleInTransaction: configuration.transactionIdleTimeout)

@@ -25,6 +25,10 @@ public final class PostgresTaskStorage: TaskStorage {
     let leaseClient: PostgresClient
     /// The pool of your transactions (`TaskDatabase/write(_:)`), which may take as long as they like.
     let transactionClient: PostgresClient
+    /// The pool of held batches of plain parallel actions.
+    let heldClient: PostgresClient
+    /// How many held batches are open, and until when the owner's expiry was last raised for them.
+    let heldBatches = HeldBatchCount()
     /// Where your own writes outside a transaction run (saves, deletes, restarts, purges): the
     /// pool of your transactions. A save of many actions spends time in the client between its
     /// statements (building the statement, reading the rows it returns) that the idle limit of
@@ -54,6 +58,7 @@ public final class PostgresTaskStorage: TaskStorage {
         self.client = clients.operations
         self.leaseClient = clients.leases
         self.transactionClient = clients.transactions
+        self.heldClient = clients.held
         self.runner = runner
         self.sql = PostgresSchema(schema: configuration.schema)
         self.logger = configuration.logger
@@ -83,6 +88,7 @@ public final class PostgresTaskStorage: TaskStorage {
                 group.addTask { await pools.operations.run() }
                 group.addTask { await pools.leases.run() }
                 group.addTask { await pools.transactions.run() }
+                group.addTask { await pools.held.run() }
                 await background.drain(into: &group)
             }
         }

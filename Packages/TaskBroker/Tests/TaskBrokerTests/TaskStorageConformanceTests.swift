@@ -35,6 +35,11 @@ struct TaskStorageConformanceTests {
     }
 
     #if canImport(TaskBrokerPostgres)
+    @Test(arguments: TaskStorageConformance.heldParallelChecks)
+    func postgresPassesTheHeldBatchChecks(_ check: TaskStorageConformance.Check) async throws {
+        try await check.run(on: try await TestStore(.postgres).open().storage)
+    }
+
     @Test(arguments: TaskStorageConformance.sharedParallelChecks)
     func postgresPassesTheSharedParallelActionChecks(_ check: TaskStorageConformance.Check) async throws {
         try await check.run(on: try await TestStore(.postgres).open().storage)

@@ -185,6 +185,46 @@ extension CountingStorage: ParallelTaskStorage {
     }
 }
 
+/// Held batches, counted as claims and their settlements as finishes.
+extension CountingStorage: HeldParallelTaskStorage {
+    func claimParallelHeld(_ scope: TaskParallelScope, limit: Int, owner: String, leaseDuration: Duration, now: Date) async throws
+        -> (any TaskParallelHeldClaims)?
+    {
+        guard let held = try parallel as? any HeldParallelTaskStorage else { return nil }
+        let start = monotonicNanoseconds()
+        guard let batch = try await held.claimParallelHeld(scope, limit: limit, owner: owner, leaseDuration: leaseDuration, now: now) else {
+            return nil
+        }
+        claimNanoseconds.add(Int(monotonicNanoseconds() - start), ordering: .relaxed)
+        claims.add(1, ordering: .relaxed)
+        claimedHeads.add(batch.claims.count, ordering: .relaxed)
+        return CountedHeldClaims(inner: batch, counting: self)
+    }
+}
+
+/// A held batch whose settlement counts as a finish.
+struct CountedHeldClaims: TaskParallelHeldClaims {
+    let inner: any TaskParallelHeldClaims
+    let counting: CountingStorage
+
+    var claims: [TaskParallelClaim] { inner.claims }
+
+    func settle(_ outcomes: [TaskParallelOutcome]) async -> TaskParallelSettlement {
+        let start = monotonicNanoseconds()
+        let settlement = await inner.settle(outcomes)
+        counting.finishNanoseconds.add(Int(monotonicNanoseconds() - start), ordering: .relaxed)
+        counting.finishes.add(1, ordering: .relaxed)
+        counting.finishedOutcomes.add(outcomes.count, ordering: .relaxed)
+        let stored = settlement == .stored ? outcomes.count : 0
+        counting.fenced.add(outcomes.count - stored, ordering: .relaxed)
+        let total = counting.applied.add(stored, ordering: .relaxed).newValue
+        if counting.reportsProgress { emit("applied \(getpid()) \(total)") }
+        return settlement
+    }
+
+    func release() async { await inner.release() }
+}
+
 /// How many plain parallel actions a `parallel` worker runs at once (`TB_PG_PARALLEL`): 4,096, so
 /// that two claims of the largest batch (1,024) run while earlier batches' outcomes are stored
 /// (one run each: 512 gave 0.32 of the raw loop, 2,048 0.44, 4,096 0.49).

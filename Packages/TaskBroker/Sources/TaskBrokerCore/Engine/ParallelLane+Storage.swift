@@ -13,15 +13,23 @@ extension ParallelLane {
         await withSpan("TaskBroker claim") { span in
             let sentAt = time.elapsed()
             do {
-                let claims = try await storage.claimParallel(
-                    try await scope(), limit: limit, owner: owner, leaseDuration: leaseDuration, now: time.now()
+                let scope = try await scope()
+                // A held batch where the backend has one free, else claims with leases written.
+                let held = try await (storage as? any HeldParallelTaskStorage)?.claimParallelHeld(
+                    scope, limit: limit, owner: owner, leaseDuration: leaseDuration, now: time.now()
                 )
+                let claims: [TaskParallelClaim]
+                if let held {
+                    claims = held.claims
+                } else {
+                    claims = try await storage.claimParallel(scope, limit: limit, owner: owner, leaseDuration: leaseDuration, now: time.now())
+                }
                 if span.isRecording {
                     span.attributes["taskbroker.count"] = claims.count
                     span.attributes["taskbroker.parallel"] = true
                     TraceCarrier.link(span, to: claims.map(\.task))
                 }
-                mailbox.post(.claimed(claims, asked: limit, sentAt: sentAt))
+                mailbox.post(.claimed(claims, asked: limit, sentAt: sentAt, held: held))
             } catch {
                 span.recordError(error)
                 mailbox.post(.claimFailed(Self.describe(error), asked: limit))
@@ -45,6 +53,25 @@ extension ParallelLane {
                 span.recordError(error)
                 mailbox.post(.storeFailed(outcomes, Self.describe(error)))
             }
+        }
+    }
+
+    /// Settles a held batch with its outcomes (its claims still running become ordinary claims),
+    /// in a span `TaskBroker store outcomes` that links to the actions' traces.
+    func settle(_ number: UInt64, _ batch: any TaskParallelHeldClaims, _ outcomes: [TaskParallelOutcome]) async {
+        await withSpan("TaskBroker store outcomes") { span in
+            if span.isRecording {
+                span.attributes["taskbroker.count"] = outcomes.count
+                span.attributes["taskbroker.parallel"] = true
+                span.attributes["taskbroker.held"] = true
+                TraceCarrier.link(span, to: outcomes.map(\.claim.task))
+            }
+            let settlement = await batch.settle(outcomes)
+            if case .ended(let why) = settlement {
+                // Nothing of it was stored; its actions are ready again for any worker.
+                logger.warning("a held batch of \(batch.claims.count) parallel action(s) ended before it was settled (\(why)); its actions run again")
+            }
+            mailbox.post(.settled(number, outcomes, settlement))
         }
     }
 

@@ -22,11 +22,16 @@ final class ParallelLane: Sendable {
     enum Event: Sendable {
         /// Ready actions may be stored (a change was heard, or a timer fired).
         case wake(timer: UInt64?)
-        case claimed([TaskParallelClaim], asked: Int, sentAt: Duration)
+        /// A claim answered; `held` is its batch when the backend holds it under a transaction.
+        case claimed([TaskParallelClaim], asked: Int, sentAt: Duration, held: (any TaskParallelHeldClaims)?)
+        /// A held batch has been held for ``ParallelLane/heldLimit``: settle it with what it has.
+        case heldDue(UInt64)
         case claimFailed(String, asked: Int)
         case ran(TaskParallelOutcome)
         case stored([TaskParallelOutcome], refused: [TaskParallelClaim])
         case storeFailed([TaskParallelOutcome], String)
+        /// A held batch's settlement ended: its outcomes were stored, or none of it was.
+        case settled(UInt64, [TaskParallelOutcome], TaskParallelSettlement)
         case nextTime(Date?)
         /// Reading the next time failed: claim again (and look again) after the backoff.
         case nextTimeFailed(String)
@@ -61,6 +66,11 @@ final class ParallelLane: Sendable {
     /// How many claims may be under way at once.
     static let claimsAtOnce = 2
 
+    /// How long a held batch waits for its last handlers before it is settled with the outcomes
+    /// it has (the rest then run under ordinary claims): a fraction of the time the backend holds
+    /// it (half a lease), on the real clock.
+    var heldLimit: Duration { min(leaseDuration / 8, .milliseconds(250)) }
+
     init(
         storage: any ParallelTaskStorage, scope: @escaping @Sendable () async throws -> TaskParallelScope, owner: String,
         capacity: Int, leaseDuration: Duration, time: BrokerTime, backoff: Backoff, handlers: HandlerTasks,
@@ -91,11 +101,11 @@ final class ParallelLane: Sendable {
         mailbox.post(.abandon)
     }
 
-    private struct State {
+    struct State {
         enum Phase { case running, stopping, abandoned }
         var phase = Phase.running
         /// The claims of actions whose handlers run (`true`) or whose outcomes are not yet stored.
-        var running: [ClaimID: (claim: TaskParallelClaim, handlerRuns: Bool)] = [:]
+        var running: [ClaimID: Running] = [:]
         var outcomes: [TaskParallelOutcome] = []
         /// Claims under way (at most ``ParallelLane/claimsAtOnce``), and the slots they asked for.
         var claims = 0
@@ -117,6 +127,14 @@ final class ParallelLane: Sendable {
         var lastClaimFull = false
         var timer: (token: UInt64, timer: BrokerTimer)?
         var nextToken: UInt64 = 0
+        /// Held batches not yet due for settlement, by number.
+        var held: [UInt64: HeldBatch] = [:]
+        var nextBatch: UInt64 = 0
+        /// Held batches complete or due, to settle at once.
+        var settles: [UInt64: HeldBatch] = [:]
+        /// Held batches being settled, with the outcomes of their other claims that came meanwhile
+        /// (stored as ordinary claims' once the settlement made them so).
+        var settling: [UInt64: [TaskParallelOutcome]] = [:]
     }
 
     /// Runs the lane until it is stopped and every outcome it took is stored (or abandoned).
@@ -140,12 +158,20 @@ final class ParallelLane: Sendable {
                         mailbox.post(.renewDue)
                     }
                 }
-                if state.phase == .stopping, !state.claiming, !state.storing, state.outcomes.isEmpty, state.running.isEmpty { break }
+                if state.phase == .stopping, !state.claiming, !state.storing, state.settling.isEmpty, state.outcomes.isEmpty,
+                   state.running.isEmpty { break }
                 // Given up on: what ran is not stored (its claims are let go below, and it runs again).
-                if state.phase == .abandoned, !state.claiming, !state.storing { break }
+                if state.phase == .abandoned, !state.claiming, !state.storing, state.settling.isEmpty { break }
             }
             state.timer?.timer.cancel()
-            let left = state.running.values.map(\.claim)
+            // Abandoned: held batches roll back (what they hold is ready at once).
+            for batch in state.held.values.map(\.claims) + state.settles.values.map(\.claims) {
+                await batch.release()
+            }
+            let left = state.running.values.filter { entry in
+                guard let batch = entry.batch else { return true }
+                return state.held[batch] == nil && state.settles[batch] == nil
+            }.map(\.claim)
             if !left.isEmpty {
                 // Abandoned: let the claims go so that another worker runs them at once.
                 do {
@@ -166,7 +192,7 @@ final class ParallelLane: Sendable {
                 state.timer = nil
             }
             if state.claiming { state.wokenDuringClaim = true } else { state.wanted = true }
-        case .claimed(let claims, let asked, let sentAt):
+        case .claimed(let claims, let asked, let sentAt, let heldBatch):
             state.claims -= 1
             state.reserved -= asked
             if state.claimFailures > 0 {
@@ -176,19 +202,36 @@ final class ParallelLane: Sendable {
             // A claim answered long before it is handled (the process stalled) may have expired.
             let stale = time.elapsed() - sentAt > leaseDuration / 4
             var notStarted: [TaskParallelClaim] = []
+            var batch: UInt64?
+            if let heldBatch, !claims.isEmpty {
+                if stale || state.phase != .running {
+                    group.addTask { await heldBatch.release() }
+                } else {
+                    state.nextBatch += 1
+                    batch = state.nextBatch
+                    state.held[state.nextBatch] = HeldBatch(claims: heldBatch, running: claims.count)
+                    let due = ContinuousClock.now + heldLimit
+                    let mailbox = self.mailbox
+                    let number = state.nextBatch
+                    group.addTask {
+                        try? await Task.sleep(until: due, clock: .continuous)
+                        mailbox.post(.heldDue(number))
+                    }
+                }
+            }
             for claim in claims {
                 guard !stale, state.phase == .running, let run = makeRun(claim) else {
                     if !stale, state.phase == .running {
                         // Does not decode: held until a broker starts again.
                         emit(.undecodable(queueName: claim.task.queueName, key: claim.task.key, collection: claim.task.collection))
-                        state.running[ClaimID(claim)] = (claim, false)
-                        state.outcomes.append(TaskParallelOutcome(claim: claim, result: .held))
-                    } else {
+                        state.running[ClaimID(claim)] = Running(claim: claim, handlerRuns: true, batch: batch)
+                        ran(TaskParallelOutcome(claim: claim, result: .held), state: &state)
+                    } else if heldBatch == nil {
                         notStarted.append(claim)
                     }
                     continue
                 }
-                state.running[ClaimID(claim)] = (claim, true)
+                state.running[ClaimID(claim)] = Running(claim: claim, handlerRuns: true, batch: batch)
                 emit(.started(queueName: claim.task.queueName, key: claim.task.key, collection: claim.task.collection, attempt: claim.task.nextAttempt))
                 let mailbox = self.mailbox
                 handlers.start {
@@ -221,61 +264,39 @@ final class ParallelLane: Sendable {
             state.wanted = false
             setTimer(after: delay, state: &state, group: &group)
         case .ran(let outcome):
-            let id = ClaimID(outcome.claim)
-            guard let entry = state.running[id], entry.handlerRuns else { return }
-            state.running[id] = (entry.claim, false)
-            state.outcomes.append(outcome)
+            ran(outcome, state: &state)
+        case .heldDue(let batch):
+            if let due = state.held.removeValue(forKey: batch) { state.settles[batch] = due }
+        case .settled(let batch, let outcomes, let settlement):
+            // What came while it was settled goes with the next store, as ordinary claims'
+            // outcomes (refused there if the batch ended: its actions are ready for anyone).
+            state.outcomes += state.settling.removeValue(forKey: batch) ?? []
+            switch settlement {
+            case .stored:
+                stored(outcomes, refused: [], state: &state)
+            case .ended:
+                stored(outcomes, refused: outcomes.map(\.claim), state: &state)
+                // Its actions are ready again: look for them.
+                if state.claiming { state.wokenDuringClaim = true } else { state.wanted = true }
+            }
         case .stored(let outcomes, let refused):
             state.storing = false
             if state.storeFailures > 0 {
                 state.storeFailures = 0
                 emit(.storageRecovered(operation: .store, queueNames: []))
             }
-            let refusedIDs = Set(refused.map(ClaimID.init))
-            for outcome in outcomes {
-                let id = ClaimID(outcome.claim)
-                state.running[id] = nil
-                let task = outcome.claim.task
-                if refusedIDs.contains(id) {
-                    emit(.leaseLost(queueName: task.queueName, key: task.key, collection: task.collection))
-                    continue
-                }
-                switch outcome.result {
-                case .completed:
-                    emit(.succeeded(queueName: task.queueName, key: task.key, collection: task.collection))
-                case .deadLettered:
-                    emit(.deadLettered(
-                        queueName: task.queueName, key: task.key, collection: task.collection,
-                        reason: task.lastFailure?.reason ?? "failed"
-                    ))
-                case .failed(let retryAt):
-                    let after = retryAt.map { max(.zero, Duration(timeInterval: $0.timeIntervalSince(time.now()))) } ?? .zero
-                    emit(.failed(queueName: task.queueName, key: task.key, collection: task.collection, result: .retry(after: after)))
-                case .held:
-                    emit(.failed(queueName: task.queueName, key: task.key, collection: task.collection, result: .waitForRestart))
-                }
-            }
-            // A failure to run again soon is in the database: look for it.
-            if outcomes.contains(where: { if case .failed = $0.result { true } else { false } }) {
-                if state.claiming { state.wokenDuringClaim = true } else { state.wanted = true }
-            }
+            stored(outcomes, refused: refused, state: &state)
         case .storeFailed(let outcomes, let message):
             state.storing = false
-            state.storeFailures += 1
-            state.outcomes = outcomes + state.outcomes
-            state.storeWaiting = true
-            let delay = backoff.delay(afterFailures: state.storeFailures)
-            emit(.storageFailed(operation: .store, queueNames: Array(Set(outcomes.map(\.claim.task.queueName))).sorted(), message: message, retryIn: delay))
-            let mailbox = self.mailbox
-            let sleep = time.sleep
-            group.addTask {
-                try? await sleep(delay)
-                mailbox.post(.retryStore)
-            }
+            storeFailed(outcomes, message, state: &state, group: &group)
         case .retryStore:
             state.storeWaiting = false
         case .renewDue:
-            let claims = state.running.values.map(\.claim)
+            // Not those a held batch still holds: its transaction is their lease.
+            let claims = state.running.values.filter { entry in
+                guard let batch = entry.batch else { return true }
+                return state.held[batch] == nil && state.settles[batch] == nil && state.settling[batch] == nil
+            }.map(\.claim)
             if claims.isEmpty {
                 state.renewing = false
             } else {
@@ -309,6 +330,16 @@ final class ParallelLane: Sendable {
     }
 
     private func act(_ state: inout State, group: inout DiscardingTaskGroup) {
+        // Held batches are settled at once, each on its own: a settlement never waits behind
+        // another store (a held claim may keep a lock on a row it did not claim, which an ordinary
+        // store of this lane can wait for until that batch is settled).
+        if state.phase != .abandoned {
+            for (number, batch) in state.settles {
+                state.settling[number] = []
+                group.addTask { await self.settle(number, batch.claims, batch.outcomes) }
+            }
+            state.settles = [:]
+        }
         if !state.outcomes.isEmpty, !state.storing, !state.storeWaiting, state.phase != .abandoned {
             state.storing = true
             let batch = state.outcomes
@@ -347,17 +378,7 @@ final class ParallelLane: Sendable {
     }
 
     /// A claim by its action and token (its task's failure changes once it ran).
-    struct ClaimID: Hashable {
-        let collection: String
-        let key: String
-        let token: Int64
-
-        init(_ claim: TaskParallelClaim) {
-            collection = claim.task.collection
-            key = claim.task.key
-            token = claim.token
-        }
-    }
+    typealias ClaimID = TaskParallelClaim.ID
 
     static func describe(_ error: any Error) -> String {
         (error as? TaskBrokerError)?.message ?? "\(error)"

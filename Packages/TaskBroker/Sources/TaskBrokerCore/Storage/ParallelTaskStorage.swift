@@ -28,6 +28,22 @@ public struct TaskParallelClaim: Sendable, Hashable {
     /// The claim's token.
     public var token: Int64
 
+    /// What tells one claim from another: its action's key and collection, and its token (the
+    /// action's stored failure changes once it ran; the claim stays the same).
+    public struct ID: Hashable, Sendable {
+        /// The action's collection.
+        public let collection: String
+        /// The action's key.
+        public let key: String
+        /// The claim's token.
+        public let token: Int64
+    }
+
+    /// The claim's identity.
+    public var id: ID {
+        ID(collection: task.collection, key: task.key, token: token)
+    }
+
     /// Creates a claim.
     ///
     /// - Parameters:

@@ -2,6 +2,7 @@ import AsyncPrimitivesTesting
 import Foundation
 import Synchronization
 import TaskBroker
+@testable import TaskBrokerCore
 
 /// A backend that forwards to another one but fails the first calls of the operations it is told
 /// to, with the error a real backend throws: a storage fault injected N times, then gone.
@@ -67,6 +68,14 @@ final class FlakyStorage: TaskStorage {
     let tickFailuresLeft = Mutex(0)
     /// Plain parallel action calls to fail, by name (see the `ParallelTaskStorage` extension).
     let parallelFailuresLeft = Mutex<[String: Int]>([:])
+    /// How many held claims answer `nil` (the lane then claims with leases), when the base holds batches.
+    let heldClaimsRefused = Mutex(0)
+    /// Whether an ordinary store of plain parallel outcomes waits until a held batch was settled.
+    let finishWaitsForASettlement = Mutex(false)
+    /// Opened when an ordinary store starts waiting for a settlement.
+    let finishWaiting = Latch()
+    /// Opened when a held batch's settlement returned.
+    let settled = Latch()
 
     func registerSchedules(_ schedules: [TaskScheduleState]) async throws { try await base.registerSchedules(schedules) }
     func schedules() async throws -> [TaskScheduleState] { try await base.schedules() }
@@ -150,7 +159,7 @@ extension FlakyStorage: ParallelTaskStorage {
         }
     }
 
-    private func fault(_ name: String) throws {
+    func fault(_ name: String) throws {
         let fails = parallelFailuresLeft.withLock { left in
             guard let count = left[name], count > 0 else { return false }
             left[name] = count - 1
@@ -168,6 +177,11 @@ extension FlakyStorage: ParallelTaskStorage {
     }
     func finishParallel(_ outcomes: [TaskParallelOutcome], owner: String) async throws -> [TaskParallelClaim] {
         try fault("finish")
+        if finishWaitsForASettlement.withLock({ $0 }) {
+            finishWaiting.open()
+            // Cancelled (a broker given up on): the wait ends, so that nothing hangs.
+            await withTaskCancellationHandler { await settled.wait() } onCancel: { settled.open() }
+        }
         return try await parallel.finishParallel(outcomes, owner: owner)
     }
     func renewParallel(_ claims: [TaskParallelClaim], owner: String, leaseDuration: Duration) async throws -> [TaskParallelClaim] {
@@ -192,6 +206,39 @@ extension FlakyStorage: ParallelTaskStorage {
     }
     func discardParallelDeadLetter(key: String, collection: String) async throws -> StoredTask? {
         try await parallel.discardParallelDeadLetter(key: key, collection: collection)
+    }
+}
+
+/// Held batches, when the base holds them (see `heldClaimsRefused`, `settled`).
+extension FlakyStorage: HeldParallelTaskStorage {
+    func claimParallelHeld(_ scope: TaskParallelScope, limit: Int, owner: String, leaseDuration: Duration, now: Date) async throws
+        -> (any TaskParallelHeldClaims)?
+    {
+        guard let held = base as? any HeldParallelTaskStorage else { return nil }
+        try fault("claim")
+        let refused = heldClaimsRefused.withLock { left in
+            defer { left = max(0, left - 1) }
+            return left > 0
+        }
+        if refused { return nil }
+        return try await held.claimParallelHeld(scope, limit: limit, owner: owner, leaseDuration: leaseDuration, now: now)
+            .map { SettlementSignalling(base: $0, settled: settled) }
+    }
+
+    /// A held batch that opens `settled` once its settlement returned.
+    struct SettlementSignalling: TaskParallelHeldClaims {
+        let base: any TaskParallelHeldClaims
+        let settled: Latch
+
+        var claims: [TaskParallelClaim] { base.claims }
+
+        func settle(_ outcomes: [TaskParallelOutcome]) async -> TaskParallelSettlement {
+            let settlement = await base.settle(outcomes)
+            settled.open()
+            return settlement
+        }
+
+        func release() async { await base.release() }
     }
 }
 
