@@ -73,6 +73,8 @@ let package = Package(
             name: "TaskBrokerPostgres",
             dependencies: [
                 "TaskBrokerCore",
+                // AsyncPrimitives: `Deferred`, the one-shot a held batch's task and the broker meet on.
+                .product(name: "AsyncPrimitives", package: "AsyncPrimitives"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

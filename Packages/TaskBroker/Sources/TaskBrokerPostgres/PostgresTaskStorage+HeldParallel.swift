@@ -1,4 +1,5 @@
 public import Foundation
+import AsyncPrimitives
 import Logging
 import PostgresNIO
 public import TaskBrokerCore
@@ -96,56 +97,39 @@ extension PostgresTaskStorage: HeldParallelTaskStorage {
 /// A batch claimed by ``PostgresTaskStorage/claimParallelHeld(_:limit:owner:leaseDuration:now:)``:
 /// the task that holds its transaction waits here for the broker's settlement or release.
 final class PostgresHeldClaims: TaskParallelHeldClaims {
-    private struct State {
-        var rows: [(claim: TaskParallelClaim, tid: String)]?
-        var failure: TaskBrokerError?
-        var claimWaiter: CheckedContinuation<Void, Never>?
-        /// `nil` inside: released.
-        var instruction: [TaskParallelOutcome]??
-        var instructionWaiter: CheckedContinuation<[TaskParallelOutcome]?, Never>?
-        var settlement: TaskParallelSettlement?
-        var settlementWaiters: [CheckedContinuation<TaskParallelSettlement, Never>] = []
-    }
+    typealias Row = (claim: TaskParallelClaim, tid: String)
 
-    private let state = Mutex(State())
+    /// The claim's rows, once it answered.
+    private let rows = Mutex<[Row]>([])
+    /// The claim's answer: whether it holds rows, or why it failed.
+    private let answer = Deferred<TaskBrokerError?>()
+    /// What the broker decided: the outcomes to store, or `nil` (release). The first decision counts.
+    private let decision = Deferred<[TaskParallelOutcome]?>()
+    /// How the transaction ended.
+    private let ending = Deferred<TaskParallelSettlement>()
 
     var claims: [TaskParallelClaim] {
-        state.withLock { $0.rows?.map(\.claim) ?? [] }
+        rows.withLock { $0.map(\.claim) }
     }
 
     // MARK: The holding task's side
 
     /// The claim's statement answered.
-    func granted(_ rows: [(claim: TaskParallelClaim, tid: String)]) {
-        let waiter = state.withLock { state in
-            state.rows = rows
-            defer { state.claimWaiter = nil }
-            return state.claimWaiter
-        }
-        waiter?.resume()
+    func granted(_ rows: [Row]) {
+        self.rows.withLock { $0 = rows }
+        _ = answer.fill(value: nil)
     }
 
     /// The claim failed before it answered.
     func failed(_ error: TaskBrokerError) {
-        let waiter = state.withLock { state in
-            if state.rows == nil { state.failure = error }
-            defer { state.claimWaiter = nil }
-            return state.claimWaiter
-        }
-        waiter?.resume()
+        _ = answer.fill(value: error)
     }
 
     /// What the broker decided: the outcomes to store, or `nil` (release). Waits until it decides,
     /// or until the task is cancelled (the storage ended): a release.
     func instruction() async -> [TaskParallelOutcome]? {
         await withTaskCancellationHandler {
-            await withCheckedContinuation { waiter in
-                let decided = state.withLock { state -> [TaskParallelOutcome]?? in
-                    if state.instruction == nil { state.instructionWaiter = waiter }
-                    return state.instruction
-                }
-                if let decided { waiter.resume(returning: decided) }
-            }
+            await decision.value
         } onCancel: {
             requestRelease()
         }
@@ -153,69 +137,31 @@ final class PostgresHeldClaims: TaskParallelHeldClaims {
 
     /// The transaction ended: committed, or not.
     func ended(_ settlement: TaskParallelSettlement) {
-        let (claimWaiter, waiters) = state.withLock { state in
-            if state.rows == nil, state.failure == nil {
-                state.failure = TaskBrokerError(code: .storageFailed, message: "The claim of parallel actions was given up on.")
-            }
-            state.settlement = settlement
-            defer {
-                state.claimWaiter = nil
-                state.settlementWaiters = []
-            }
-            return (state.claimWaiter, state.settlementWaiters)
-        }
-        claimWaiter?.resume()
-        for waiter in waiters { waiter.resume(returning: settlement) }
+        _ = answer.fill(value: TaskBrokerError(code: .storageFailed, message: "The claim of parallel actions was given up on."))
+        _ = ending.fill(value: settlement)
     }
 
     // MARK: The claimer's side
 
     /// The batch, once the claim answered.
     func claimed() async throws -> Self {
-        await withCheckedContinuation { waiter in
-            let answered = state.withLock { state in
-                if state.rows == nil, state.failure == nil { state.claimWaiter = waiter }
-                return state.rows != nil || state.failure != nil
-            }
-            if answered { waiter.resume() }
-        }
-        if let failure = state.withLock({ $0.failure }) { throw failure }
+        if let failure = await answer.value { throw failure }
         return self
     }
 
     func settle(_ outcomes: [TaskParallelOutcome]) async -> TaskParallelSettlement {
-        decide(outcomes)
-        return await settlement()
+        _ = decision.fill(value: outcomes)
+        return await ending.value
     }
 
     /// Asks for a release without waiting for it.
     func requestRelease() {
-        decide(nil)
+        _ = decision.fill(value: nil)
     }
 
     func release() async {
-        decide(nil)
-        _ = await settlement()
-    }
-
-    private func decide(_ outcomes: [TaskParallelOutcome]?) {
-        let waiter = state.withLock { state -> CheckedContinuation<[TaskParallelOutcome]?, Never>? in
-            guard state.instruction == nil else { return nil }
-            state.instruction = .some(outcomes)
-            defer { state.instructionWaiter = nil }
-            return state.instructionWaiter
-        }
-        waiter?.resume(returning: outcomes)
-    }
-
-    private func settlement() async -> TaskParallelSettlement {
-        await withCheckedContinuation { waiter in
-            let settled = state.withLock { state in
-                if state.settlement == nil { state.settlementWaiters.append(waiter) }
-                return state.settlement
-            }
-            if let settled { waiter.resume(returning: settled) }
-        }
+        requestRelease()
+        _ = await ending.value
     }
 }
 
