@@ -44,6 +44,13 @@ extension PostgresTaskStorage: HeldParallelTaskStorage {
                         batch.granted(rows)
                         guard !rows.isEmpty else { return }
                         guard let outcomes = await batch.instruction() else { throw HeldBatchReleased() }
+                        if outcomes.count < rows.count {
+                            // The rest become ordinary claims: other workers must learn when they
+                            // expire. Raised in a transaction of its own, so that this one never
+                            // waits for the owner's row, which a renewal of this worker can hold
+                            // while it waits for a row this batch's claim kept locked (a deadlock).
+                            try await raiseOwnerExpiry(owner, margin: .seconds(1))
+                        }
                         // A statement written to a closed connection never answers.
                         guard !connection.isClosed else { throw ConnectionClosed() }
                         try await connection.execute(
@@ -82,14 +89,21 @@ extension PostgresTaskStorage: HeldParallelTaskStorage {
         let lease = configuration.leaseDuration
         guard heldBatches.shouldRaise(owner, every: lease / 3) else { return }
         do {
-            try await run("record the claims of \(owner)") {
-                try await committed { [self] connection in
-                    try await connection.execute(sql.raiseOwnerExpiryQuery(owner: owner, leaseMilliseconds: lease.milliseconds), logger: logger)
-                }
-            }
+            try await raiseOwnerExpiry(owner, margin: .zero)
         } catch {
             heldBatches.forget(owner)
             throw error
+        }
+    }
+
+    /// Raises `owner`'s expiry in `parallel_owner` to a lease and `margin` from now, in a
+    /// transaction of its own (`margin` covers claims whose lease starts a moment later).
+    func raiseOwnerExpiry(_ owner: String, margin: Duration) async throws {
+        let milliseconds = (configuration.leaseDuration + margin).milliseconds
+        try await run("record the claims of \(owner)") {
+            try await committed { [self] connection in
+                try await connection.execute(sql.raiseOwnerExpiryQuery(owner: owner, leaseMilliseconds: milliseconds), logger: logger)
+            }
         }
     }
 }
@@ -219,7 +233,8 @@ extension PostgresSchema {
     }
 
     /// Settles a held batch by tuple id: deletes the completed, stores the failures, and gives the
-    /// rest leases of `owner` (raising its expiry).
+    /// rest leases of `owner`. (Its expiry is raised beforehand, outside the batch's transaction:
+    /// see `raiseOwnerExpiry(_:margin:)`.)
     func settleParallelQuery(
         _ outcomes: [TaskParallelOutcome], held: [(claim: TaskParallelClaim, tid: String)], owner: String, leaseMilliseconds: Int64
     ) -> PostgresQuery {
@@ -268,11 +283,6 @@ extension PostgresSchema {
                     expires_at = statement_timestamp() + \(leaseMilliseconds) * interval '1 millisecond'
                 WHERE a.ctid = ANY(\(PostgresArray(kept))::text[]::tid[])
                 RETURNING 1
-            ),
-            latest AS (
-                INSERT INTO \(unescaped: parallelOwner) AS o (owner, expires_at)
-                SELECT \(owner), statement_timestamp() + \(leaseMilliseconds) * interval '1 millisecond' WHERE EXISTS (SELECT 1 FROM kept)
-                ON CONFLICT (owner) DO UPDATE SET expires_at = greatest(o.expires_at, excluded.expires_at)
             )
             SELECT (SELECT count(*) FROM done), (SELECT count(*) FROM failed), (SELECT count(*) FROM kept)
             """
