@@ -80,11 +80,7 @@ extension PostgresSchema {
                     RETURNING a.collection, a.key
                 ),
                 failed AS (
-                    UPDATE \(parallel) a SET
-                        attempts = least(a.attempts::int8 + 1, 2147483647)::int4,
-                        state = CASE i.kind WHEN 2 THEN 1 WHEN 3 THEN 2 ELSE 0 END,
-                        not_before = CASE WHEN i.kind = 1 THEN NULLIF(i.at, 'NaN'::float8) ELSE a.not_before END,
-                        last_failure = NULLIF(i.reason, ''), failed_at = NULLIF(i.fa, 'NaN'::float8),
+                    UPDATE \(parallel) a SET \(Self.failedParallelColumns),
                         owner = NULL, expires_at = '-infinity'
                     FROM input i
                     WHERE i.kind <> 0 AND a.collection = i.c AND a.key = i.k AND a.revision = i.r AND a.token = i.t AND a.owner = p_owner
@@ -216,27 +212,38 @@ extension PostgresSchema {
         static let failed: Int16 = 1
         static let deadLettered: Int16 = 2
         static let held: Int16 = 3
+
+        /// An outcome's kind, and its retry time (NaN: none).
+        static func of(_ result: TaskParallelOutcome.Result) -> (kind: Int16, retryAt: Double) {
+            switch result {
+            case .completed: (completed, .nan)
+            case .failed(let at): (failed, at?.timeIntervalSince1970 ?? .nan)
+            case .deadLettered: (deadLettered, .nan)
+            case .held: (held, .nan)
+            }
+        }
     }
+
+    /// What a failed outcome sets on the row `a`, from the input row `i` (`kind`, `at`, `reason`,
+    /// `fa`, as ``ParallelOutcomeKind`` says): the attempt counted, a dead letter or a hold for
+    /// `kind` 2 and 3, the retry time for 1, and the last failure.
+    static let failedParallelColumns = """
+        attempts = least(a.attempts::int8 + 1, 2147483647)::int4,
+        state = CASE i.kind WHEN 2 THEN 1 WHEN 3 THEN 2 ELSE 0 END,
+        not_before = CASE WHEN i.kind = 1 THEN NULLIF(i.at, 'NaN'::float8) ELSE a.not_before END,
+        last_failure = NULLIF(i.reason, ''), failed_at = NULLIF(i.fa, 'NaN'::float8)
+        """
 
     /// Stores outcomes whose claims `owner` still holds (same revision and token); returns the
     /// key and collection of each one stored.
     func finishParallelQuery(_ outcomes: [TaskParallelOutcome], owner: String) -> PostgresQuery {
-        var kinds: [Int16] = []
-        var retryAts: [Double] = []
-        for outcome in outcomes {
-            switch outcome.result {
-            case .completed: kinds.append(ParallelOutcomeKind.completed); retryAts.append(.nan)
-            case .failed(let at): kinds.append(ParallelOutcomeKind.failed); retryAts.append(at?.timeIntervalSince1970 ?? .nan)
-            case .deadLettered: kinds.append(ParallelOutcomeKind.deadLettered); retryAts.append(.nan)
-            case .held: kinds.append(ParallelOutcomeKind.held); retryAts.append(.nan)
-            }
-        }
+        let kinds = outcomes.map { ParallelOutcomeKind.of($0.result) }
         let tasks = outcomes.map(\.claim.task)
         return """
             SELECT collection, key FROM \(unescaped: schemaQualified("parallel_finish"))(
                 \(owner), \(PostgresArray(tasks.map(\.collection)))::text[], \(PostgresArray(tasks.map(\.key)))::text[],
                 \(PostgresArray(tasks.map(\.revision)))::int8[], \(PostgresArray(outcomes.map(\.claim.token)))::int8[],
-                \(PostgresArray(kinds))::int2[], \(PostgresArray(retryAts))::float8[],
+                \(PostgresArray(kinds.map(\.kind)))::int2[], \(PostgresArray(kinds.map(\.retryAt)))::float8[],
                 \(PostgresArray(tasks.map { $0.lastFailure?.reason ?? "" }))::text[],
                 \(PostgresArray(tasks.map { $0.lastFailure?.failedAt.timeIntervalSince1970 ?? .nan }))::float8[])
             """

@@ -245,15 +245,14 @@ extension PostgresSchema {
         var settled: Set<String> = []
         for outcome in outcomes {
             guard let tid = tidOf[outcome.claim.id], settled.insert(tid).inserted else { continue }
-            let failure = outcome.claim.task.lastFailure
-            switch outcome.result {
-            case .completed:
+            let (kind, retryAt) = ParallelOutcomeKind.of(outcome.result)
+            guard kind != ParallelOutcomeKind.completed else {
                 done.append(tid)
                 continue
-            case .failed(let at): failed.kinds.append(ParallelOutcomeKind.failed); failed.retryAts.append(at?.timeIntervalSince1970 ?? .nan)
-            case .deadLettered: failed.kinds.append(ParallelOutcomeKind.deadLettered); failed.retryAts.append(.nan)
-            case .held: failed.kinds.append(ParallelOutcomeKind.held); failed.retryAts.append(.nan)
             }
+            let failure = outcome.claim.task.lastFailure
+            failed.kinds.append(kind)
+            failed.retryAts.append(retryAt)
             failed.tids.append(tid)
             failed.reasons.append(failure?.reason ?? "")
             failed.failedAts.append(failure?.failedAt.timeIntervalSince1970 ?? .nan)
@@ -268,11 +267,7 @@ extension PostgresSchema {
                 DELETE FROM \(unescaped: parallel) WHERE ctid = ANY(\(PostgresArray(done))::text[]::tid[]) RETURNING 1
             ),
             failed AS (
-                UPDATE \(unescaped: parallel) a SET
-                    attempts = least(a.attempts::int8 + 1, 2147483647)::int4,
-                    state = CASE i.kind WHEN 2 THEN 1 WHEN 3 THEN 2 ELSE 0 END,
-                    not_before = CASE WHEN i.kind = 1 THEN NULLIF(i.at, 'NaN'::float8) ELSE a.not_before END,
-                    last_failure = NULLIF(i.reason, ''), failed_at = NULLIF(i.fa, 'NaN'::float8)
+                UPDATE \(unescaped: parallel) a SET \(unescaped: Self.failedParallelColumns)
                 FROM unnest(\(PostgresArray(failed.tids))::text[], \(PostgresArray(failed.kinds))::int2[], \(PostgresArray(failed.retryAts))::float8[],
                             \(PostgresArray(failed.reasons))::text[], \(PostgresArray(failed.failedAts))::float8[]) AS i(t, kind, at, reason, fa)
                 WHERE a.ctid = i.t::tid
