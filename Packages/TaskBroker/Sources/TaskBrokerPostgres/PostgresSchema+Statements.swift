@@ -2,7 +2,7 @@ import Foundation
 import PostgresNIO
 import TaskBrokerCore
 
-// The other statements of the queues' actions: saves, reads, claims, leases, brokers, pauses,
+// The other statements of the queues' actions: saves, claims, leases, brokers, pauses,
 // dead letters and snapshots.
 extension PostgresSchema {
     /// Upserts actions (distinct keys), creates their queues' rows, and returns each action's
@@ -82,55 +82,6 @@ extension PostgresSchema {
 
     func deleteQuery(collection: String, key: String) -> PostgresQuery {
         "DELETE FROM \(unescaped: action) WHERE collection = \(collection) AND key = \(key) RETURNING \(unescaped: Self.taskColumns)"
-    }
-
-    /// A page of queue names after `name` (from the first for `nil`): one probe of the
-    /// `(queue_name, position)` index per name (a loose index scan), however many actions each holds.
-    func queueNamesQuery(after name: String?, limit: Int) -> PostgresQuery {
-        guard let name else {
-            return """
-                WITH RECURSIVE listed(name) AS (
-                    (SELECT queue_name FROM \(unescaped: action) ORDER BY queue_name LIMIT 1)
-                    UNION ALL
-                    SELECT (SELECT queue_name FROM \(unescaped: action) WHERE queue_name > listed.name ORDER BY queue_name LIMIT 1)
-                    FROM listed WHERE listed.name IS NOT NULL
-                )
-                SELECT name FROM listed WHERE name IS NOT NULL LIMIT \(Int64(limit))
-                """
-        }
-        return """
-            WITH RECURSIVE listed(name) AS (
-                (SELECT queue_name FROM \(unescaped: action) WHERE queue_name > \(name) ORDER BY queue_name LIMIT 1)
-                UNION ALL
-                SELECT (SELECT queue_name FROM \(unescaped: action) WHERE queue_name > listed.name ORDER BY queue_name LIMIT 1)
-                FROM listed WHERE listed.name IS NOT NULL
-            )
-            SELECT name FROM listed WHERE name IS NOT NULL LIMIT \(Int64(limit))
-            """
-    }
-
-    func queueNamesQuery() -> PostgresQuery {
-        "SELECT DISTINCT queue_name FROM \(unescaped: action) ORDER BY queue_name"
-    }
-
-    /// The stored actions of these queues, in no particular order: the caller sorts each queue by
-    /// position. (Sorted here, a read of 256 queues of 100 actions sorted its 25,600 rows, payloads
-    /// and all, in a temporary file: two thirds of the statement's time.)
-    func tasksQuery(queueNames: [String]) -> PostgresQuery {
-        "SELECT \(unescaped: Self.taskColumns) FROM \(unescaped: action) WHERE queue_name = ANY(\(queueNames)::text[]) AND state <> 1"
-    }
-
-    /// The first `limit` stored actions of each of these queues after the position given with
-    /// it, by position: one index range scan of `(queue_name, position)` per queue, which stops
-    /// after `limit` rows whatever the queue's backlog. The rows of a queue come in position order.
-    func tasksQuery(queueNames: [String], after positions: [Int64], limit: Int) -> PostgresQuery {
-        """
-        SELECT t.* FROM unnest(\(queueNames)::text[], \(positions)::int8[]) AS q(name, after)
-        CROSS JOIN LATERAL (
-            SELECT \(unescaped: Self.taskColumns) FROM \(unescaped: action) a
-            WHERE a.queue_name = q.name AND a.position > q.after AND a.state <> 1 ORDER BY a.position LIMIT \(Int64(limit))
-        ) t
-        """
     }
 
     /// Claims each head's queue if the head is still the stored version, not waiting for a

@@ -3,7 +3,7 @@ public import TaskBrokerCore
 import PostgresNIO
 
 // Listing queues and reading their actions.
-extension PostgresTaskStorage {
+extension PostgresTaskStorage: LeaseAwareReads {
     /// The names of every queue that has stored actions, sorted.
     public func queueNames() async throws -> [String] {
         try await run("list the queues") {
@@ -74,6 +74,27 @@ extension PostgresTaskStorage {
                     result[task.queueName, default: []].append(task)
                 }
                 return result
+            }
+        }
+    }
+
+    /// The first `limit` stored actions of each queue, the head alone of a queue another owner
+    /// holds (see `LeaseAwareReads`).
+    public func tasks(inQueues queueNames: [String], limit: Int, readingFor owner: String) async throws -> LeaseAwareRead {
+        guard !queueNames.isEmpty else { return LeaseAwareRead(tasks: [:], heldElsewhere: []) }
+        return try await run("read \(queueNames.count) queue(s)") {
+            try await withConnection { [self] connection in
+                var read = LeaseAwareRead(tasks: [:], heldElsewhere: [])
+                let rows = try await connection.query(
+                    sql.tasksQuery(queueNames: queueNames, limit: max(1, limit), readingFor: owner), logger: logger
+                )
+                for try await row in rows {
+                    var cells = RowReader(row)
+                    let task = try PostgresSchema.task(&cells)
+                    if try cells.next(Bool.self) { read.heldElsewhere.insert(task.queueName) }
+                    read.tasks[task.queueName, default: []].append(task)
+                }
+                return read
             }
         }
     }

@@ -40,6 +40,11 @@ struct TaskStorageConformanceTests {
         try await check.run(on: try await TestStore(.postgres).open().storage)
     }
 
+    @Test(arguments: TaskStorageConformance.leaseAwareReadChecks)
+    func postgresPassesTheLeaseAwareReadChecks(_ check: TaskStorageConformance.Check) async throws {
+        try await check.run(on: try await TestStore(.postgres).open().storage)
+    }
+
     @Test(arguments: TaskStorageConformance.sharedParallelChecks)
     func postgresPassesTheSharedParallelActionChecks(_ check: TaskStorageConformance.Check) async throws {
         try await check.run(on: try await TestStore(.postgres).open().storage)

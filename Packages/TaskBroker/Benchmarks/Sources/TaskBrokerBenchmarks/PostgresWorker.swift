@@ -185,6 +185,19 @@ extension CountingStorage: ParallelTaskStorage {
     }
 }
 
+/// Reads that give the head alone of a queue another worker holds, counted as reads.
+extension CountingStorage: LeaseAwareReads {
+    func tasks(inQueues queueNames: [String], limit: Int, readingFor owner: String) async throws -> LeaseAwareRead {
+        reads.add(1, ordering: .relaxed)
+        let start = monotonicNanoseconds()
+        defer { readNanoseconds.add(Int(monotonicNanoseconds() - start), ordering: .relaxed) }
+        guard let leaseAware = inner as? any LeaseAwareReads else {
+            return LeaseAwareRead(tasks: try await inner.tasks(inQueues: queueNames, after: [:], limit: limit), heldElsewhere: [])
+        }
+        return try await leaseAware.tasks(inQueues: queueNames, limit: limit, readingFor: owner)
+    }
+}
+
 /// Held batches, counted as claims and their settlements as finishes.
 extension CountingStorage: HeldParallelTaskStorage {
     func claimParallelHeld(_ scope: TaskParallelScope, limit: Int, owner: String, leaseDuration: Duration, now: Date) async throws

@@ -97,16 +97,25 @@ extension BrokerEngine {
                 let chunk = Array(queueNames[start..<min(start + (start == 0 ? 32 : 256), queueNames.count)])
                 start += chunk.count
                 do {
-                    let byQueue = if let limit {
-                        try await storage.tasks(inQueues: chunk, limit: limit)
+                    // A shared backend reads only the head of a queue another worker holds: its
+                    // claim is refused until that worker lets the queue go, and the rest is read
+                    // once the queue is this broker's (its first run reads ahead).
+                    var heldElsewhere: Set<String> = []
+                    let byQueue: [String: [StoredTask]]
+                    if let limit, let leaseAware = storage as? any LeaseAwareReads {
+                        let read = try await leaseAware.tasks(inQueues: chunk, limit: limit, readingFor: owner)
+                        byQueue = read.tasks
+                        heldElsewhere = read.heldElsewhere
+                    } else if let limit {
+                        byQueue = try await storage.tasks(inQueues: chunk, limit: limit)
                     } else {
-                        try await storage.tasks(inQueues: chunk)
+                        byQueue = try await storage.tasks(inQueues: chunk)
                     }
                     var entries: [String: [BrokerEntry]] = [:]
                     var truncated: Set<String> = []
                     for (queueName, tasks) in byQueue {
                         entries[queueName] = decode(tasks, since: since)
-                        if let limit, tasks.count >= limit { truncated.insert(queueName) }
+                        if let limit, tasks.count >= limit || heldElsewhere.contains(queueName) { truncated.insert(queueName) }
                     }
                     if !truncated.isEmpty, readLimit == nil {
                         readWhole.withLock { $0.append(contentsOf: truncated) }
@@ -124,11 +133,17 @@ extension BrokerEngine {
         if !again.isEmpty { await load(again.sorted()) }
     }
 
+    /// The order in which the broker reads a page of listed queue names: on a shared backend, the
+    /// page turned by a random offset (see ``QueueReadingOrder``).
+    func readingOrder(_ page: [String]) -> [String] {
+        QueueReadingOrder.of(page, shared: storage.isShared, offset: page.isEmpty ? 0 : Int.random(in: 0..<page.count))
+    }
+
     /// Lists the next page of stored queue names that the broker's filter accepts.
     func listQueues(after name: String) async {
         do {
             let page = try await storage.queueNames(after: name, limit: Self.queueNamesPerPage)
-            mailbox.post(.listed(page.filter(claimFilter), next: page.count >= Self.queueNamesPerPage ? page.last : nil))
+            mailbox.post(.listed(readingOrder(page.filter(claimFilter)), next: page.count >= Self.queueNamesPerPage ? page.last : nil))
         } catch {
             mailbox.post(.listFailed(message: "\(error)"))
         }
@@ -271,5 +286,19 @@ extension BrokerEngine {
             logger.error("could not renew the leases of \(leases.count) running queue(s); trying again in \(leaseDuration / 12): \(error)")
             mailbox.post(.renewFailed)
         }
+    }
+}
+
+/// The order in which a broker reads a page of listed queue names.
+enum QueueReadingOrder {
+    /// On a shared backend, the page turned to start at `offset` (name order from there, then from
+    /// the page's start): workers started together then read and claim different queues first,
+    /// instead of all reading the same ones and all but one having their claims refused (reads
+    /// and claims that cost the CPU the workers and the database share). Alone on its store
+    /// (SQLite), a broker reads them in name order.
+    static func of(_ page: [String], shared: Bool, offset: Int) -> [String] {
+        guard shared, page.count > 1 else { return page }
+        let start = ((offset % page.count) + page.count) % page.count
+        return Array(page[start...] + page[..<start])
     }
 }

@@ -206,7 +206,7 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
             }
             machine.now = time.elapsed()
             var done = perform(
-                machine.handle([.start(initialQueues, listedThrough: listedThrough)]), timers: &timers, releases: &releases, group: &group
+                machine.handle([.start(readingOrder(initialQueues), listedThrough: listedThrough)]), timers: &timers, releases: &releases, group: &group
             )
             while !done, let posted = await mailbox.next() {
                 // Changes heard on the committing thread are decoded here, on the broker's task.
