@@ -114,6 +114,43 @@ final class CountingStorage: TaskStorage {
         count(report, of: outcomes.count)
         return report
     }
+    func tasks(inQueues queueNames: [String], after positions: [String: Int64], limit: Int) async throws -> [String: [StoredTask]] {
+        reads.add(1, ordering: .relaxed)
+        let start = monotonicNanoseconds()
+        defer { readNanoseconds.add(Int(monotonicNanoseconds() - start), ordering: .relaxed) }
+        return try await inner.tasks(inQueues: queueNames, after: positions, limit: limit)
+    }
+    // What the broker asks for beside claims, finishes and reads, forwarded as it is: a wrapper
+    // that left one to the protocol's default would measure another broker (one that reads queues
+    // whole, or never hears a pool's asks).
+    func saveIfAbsent(_ task: NewTask) async throws -> StoredTask? { try await inner.saveIfAbsent(task) }
+    func queueNames(after name: String?, limit: Int) async throws -> [String] { try await inner.queueNames(after: name, limit: limit) }
+    func scheduled(after cursor: TaskScheduleEntry?, through: Date, limit: Int) async throws -> [TaskScheduleEntry] {
+        try await inner.scheduled(after: cursor, through: through, limit: limit)
+    }
+    func nextNotBefore(after date: Date) async throws -> Date? { try await inner.nextNotBefore(after: date) }
+    func deadLetters(queueName: String?) async throws -> [StoredTask] { try await inner.deadLetters(queueName: queueName) }
+    func replayDeadLetter(key: String, collection: String) async throws -> StoredTask? {
+        try await inner.replayDeadLetter(key: key, collection: collection)
+    }
+    func discardDeadLetter(key: String, collection: String) async throws -> StoredTask? {
+        try await inner.discardDeadLetter(key: key, collection: collection)
+    }
+    func lookup(key: String, collection: String) async throws -> TaskLookup? { try await inner.lookup(key: key, collection: collection) }
+    func registerSchedules(_ schedules: [TaskScheduleState]) async throws { try await inner.registerSchedules(schedules) }
+    func recordTick(schedule name: String, tick: Date, next: Date?, task: NewTask) async throws -> TaskTickRecord {
+        try await inner.recordTick(schedule: name, tick: tick, next: next, task: task)
+    }
+    func schedules() async throws -> [TaskScheduleState] { try await inner.schedules() }
+    func acquireStarts(bucket: String, limit: Int, period: Duration, count: Int, now: Date) async throws -> TaskRateGrant {
+        try await inner.acquireStarts(bucket: bucket, limit: limit, period: period, count: count, now: now)
+    }
+    func releaseStarts(bucket: String, at: Date, count: Int) async throws { try await inner.releaseStarts(bucket: bucket, at: at, count: count) }
+    func rateLimitUsage(now: Date) async throws -> [TaskRateUsage] { try await inner.rateLimitUsage(now: now) }
+    func workers() async throws -> [TaskWorker] { try await inner.workers() }
+    func setPaused(_ paused: Bool, queues queueNames: [String]) async throws -> [String] { try await inner.setPaused(paused, queues: queueNames) }
+    func pausedQueues(among queueNames: [String]?) async throws -> Set<String> { try await inner.pausedQueues(among: queueNames) }
+    func announceSpareCapacity(pool: String, room: Int) async throws { try await inner.announceSpareCapacity(pool: pool, room: room) }
     func resume(queues queueNames: [String]) async throws -> [StoredTask] { try await inner.resume(queues: queueNames) }
     func purge(queue queueName: String) async throws -> Int { try await inner.purge(queue: queueName) }
     func snapshot() async throws -> [TaskQueueSnapshot] { try await inner.snapshot() }
@@ -185,6 +222,14 @@ extension CountingStorage: ParallelTaskStorage {
     }
 }
 
+/// Broker names kept across processes, as the wrapped storage keeps them.
+extension CountingStorage: SharedBrokerNames {
+    func registerBroker(name: String, claimsPrefix: Bool) async throws {
+        try await (inner as? any SharedBrokerNames)?.registerBroker(name: name, claimsPrefix: claimsPrefix)
+    }
+    func unregisterBroker(name: String) async { await (inner as? any SharedBrokerNames)?.unregisterBroker(name: name) }
+}
+
 /// Reads that give the head alone of a queue another worker holds, counted as reads.
 extension CountingStorage: LeaseAwareReads {
     func tasks(inQueues queueNames: [String], limit: Int, readingFor owner: String) async throws -> LeaseAwareRead {
@@ -192,7 +237,7 @@ extension CountingStorage: LeaseAwareReads {
         let start = monotonicNanoseconds()
         defer { readNanoseconds.add(Int(monotonicNanoseconds() - start), ordering: .relaxed) }
         guard let leaseAware = inner as? any LeaseAwareReads else {
-            return LeaseAwareRead(tasks: try await inner.tasks(inQueues: queueNames, after: [:], limit: limit), heldElsewhere: [])
+            return LeaseAwareRead(tasks: try await inner.tasks(inQueues: queueNames, after: [:], limit: limit), heldElsewhere: [:])
         }
         return try await leaseAware.tasks(inQueues: queueNames, limit: limit, readingFor: owner)
     }
