@@ -55,21 +55,21 @@ extension PostgresSchema {
 
     /// The first `limit` stored actions of each of these queues, by position, as
     /// ``tasksQuery(queueNames:after:limit:)`` reads them, except that a queue whose lease an owner
-    /// other than `owner` holds (not expired) gives its head alone. Each row ends with whether its
-    /// queue is so held.
+    /// other than `owner` holds (not expired) gives its head alone. Each row ends with the seconds
+    /// left on such a lease (`NULL` for the other queues).
     func tasksQuery(queueNames: [String], limit: Int, readingFor owner: String) -> PostgresQuery {
         """
-        SELECT t.*, h.held FROM unnest(\(queueNames)::text[]) AS q(name)
+        SELECT t.*, h.remaining FROM unnest(\(queueNames)::text[]) AS q(name)
         CROSS JOIN LATERAL (
-            SELECT EXISTS (
-                SELECT 1 FROM \(unescaped: queue) l
+            SELECT (
+                SELECT EXTRACT(EPOCH FROM (l.expires_at - clock_timestamp()))::float8 FROM \(unescaped: queue) l
                 WHERE l.name = q.name AND l.owner IS DISTINCT FROM \(owner) AND l.expires_at > clock_timestamp()
-            ) AS held
+            ) AS remaining
         ) h
         CROSS JOIN LATERAL (
             SELECT \(unescaped: Self.taskColumns) FROM \(unescaped: action) a
             WHERE a.queue_name = q.name AND a.state <> 1 ORDER BY a.position
-            LIMIT CASE WHEN h.held THEN 1 ELSE \(Int64(limit)) END
+            LIMIT CASE WHEN h.remaining IS NOT NULL THEN 1 ELSE \(Int64(limit)) END
         ) t
         """
     }

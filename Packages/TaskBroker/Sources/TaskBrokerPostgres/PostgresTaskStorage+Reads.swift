@@ -81,17 +81,20 @@ extension PostgresTaskStorage: LeaseAwareReads {
     /// The first `limit` stored actions of each queue, the head alone of a queue another owner
     /// holds (see `LeaseAwareReads`).
     public func tasks(inQueues queueNames: [String], limit: Int, readingFor owner: String) async throws -> LeaseAwareRead {
-        guard !queueNames.isEmpty else { return LeaseAwareRead(tasks: [:], heldElsewhere: []) }
+        guard !queueNames.isEmpty else { return LeaseAwareRead(tasks: [:], heldElsewhere: [:]) }
         return try await run("read \(queueNames.count) queue(s)") {
             try await withConnection { [self] connection in
-                var read = LeaseAwareRead(tasks: [:], heldElsewhere: [])
+                var read = LeaseAwareRead(tasks: [:], heldElsewhere: [:])
+                let now = Date()
                 let rows = try await connection.query(
                     sql.tasksQuery(queueNames: queueNames, limit: max(1, limit), readingFor: owner), logger: logger
                 )
                 for try await row in rows {
                     var cells = RowReader(row)
                     let task = try PostgresSchema.task(&cells)
-                    if try cells.next(Bool.self) { read.heldElsewhere.insert(task.queueName) }
+                    if let remaining = try cells.next(Double?.self) {
+                        read.heldElsewhere[task.queueName] = now.addingTimeInterval(max(0, remaining))
+                    }
                     read.tasks[task.queueName, default: []].append(task)
                 }
                 return read

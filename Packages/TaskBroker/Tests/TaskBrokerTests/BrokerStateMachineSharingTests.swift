@@ -90,3 +90,38 @@ import Testing
         #expect(h.send(.stored([.success(try #require(e["c1"]))])).claims == [["a2"]], "q's turn")
     }
 }
+
+/// A queue read while another worker of the pool holds its lease (shared backends read only its
+/// head then): it waits for that lease as a refused claim does, without claiming.
+@Suite struct BrokerStateMachineHeldReadTests {
+    @Test func aQueueReadWhileAnotherWorkerHoldsItWaitsForThatLeaseWithoutAClaim() throws {
+        var h = MachineHarness(maxConcurrentQueues: 4, claimsHeads: true)
+        let until = Date(timeIntervalSince1970: 2_000)
+        let a = h.entry("a", "q")
+        _ = h.send(.start(["q"]))
+        let read = h.send(.loaded(["q": [a]], requested: ["q"], truncated: ["q"], heldElsewhere: ["q": until]))
+        #expect(read.claims.isEmpty, "no claim while another worker holds the queue")
+        #expect(read.readAheads.isEmpty, "nor a read ahead of it")
+        let timer = try #require(read.timers.first { $0.delay == .until(until) }, "it waits until that lease ends")
+        #expect(read.asks == 1, "a worker with room asks the pool for queues, as after a refused claim")
+        // The holder lets the queue go: its completion of `a` ends the wait; what this worker read
+        // is gone, so it reads on, and claims the next head.
+        let b = h.entry("b", "q")
+        let completed = h.send(.changes([.completed(a.task)]))
+        #expect(completed.cancelledTimers == [timer.token], "the wait ends when the holder lets the queue go")
+        #expect(completed.readAheads == ["q>\(a.task.position)"], "it reads on after the completed head")
+        let again = h.send(.readAhead(["q": [b]], tokens: completed.readAheadTokens))
+        #expect(again.claims == [["b"]], "and claims its new head")
+    }
+
+    @Test func aQueueLetGoWhileItWasReadIsClaimedAtOnce() {
+        var h = MachineHarness(claimsHeads: true)
+        let a = h.entry("a", "q")
+        let b = h.entry("b", "q")
+        _ = h.send(.start(["q"]))
+        // Heard while the read runs: the holder let the queue go after the read's snapshot.
+        _ = h.send(.changes([.completed(a.task)]))
+        let read = h.send(.loaded(["q": [b]], requested: ["q"], truncated: ["q"], heldElsewhere: ["q": Date(timeIntervalSince1970: 2_000)]))
+        #expect(read.claims == [["b"]], "claimed at once: the lease the read saw is gone")
+    }
+}

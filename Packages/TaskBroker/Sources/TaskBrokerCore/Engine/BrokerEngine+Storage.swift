@@ -97,10 +97,11 @@ extension BrokerEngine {
                 let chunk = Array(queueNames[start..<min(start + (start == 0 ? 32 : 256), queueNames.count)])
                 start += chunk.count
                 do {
-                    // A shared backend reads only the head of a queue another worker holds: its
-                    // claim is refused until that worker lets the queue go, and the rest is read
-                    // once the queue is this broker's (its first run reads ahead).
-                    var heldElsewhere: Set<String> = []
+                    // A shared backend reads only the head of a queue another worker holds: it
+                    // waits for that lease (or for the queue to change) before its head is
+                    // claimed, and the rest is read once the queue is this broker's (its first
+                    // run reads ahead).
+                    var heldElsewhere: [String: Date] = [:]
                     let byQueue: [String: [StoredTask]]
                     if let limit, let leaseAware = storage as? any LeaseAwareReads {
                         let read = try await leaseAware.tasks(inQueues: chunk, limit: limit, readingFor: owner)
@@ -115,14 +116,14 @@ extension BrokerEngine {
                     var truncated: Set<String> = []
                     for (queueName, tasks) in byQueue {
                         entries[queueName] = decode(tasks, since: since)
-                        if let limit, tasks.count >= limit || heldElsewhere.contains(queueName) { truncated.insert(queueName) }
+                        if let limit, tasks.count >= limit || heldElsewhere[queueName] != nil { truncated.insert(queueName) }
                     }
                     if !truncated.isEmpty, readLimit == nil {
                         readWhole.withLock { $0.append(contentsOf: truncated) }
                         for queueName in truncated { entries[queueName] = nil }
                         mailbox.post(.loaded(entries, requested: chunk.filter { !truncated.contains($0) }, paused: paused))
                     } else {
-                        mailbox.post(.loaded(entries, requested: chunk, truncated: truncated, paused: paused))
+                        mailbox.post(.loaded(entries, requested: chunk, truncated: truncated, paused: paused, heldElsewhere: heldElsewhere))
                     }
                 } catch {
                     mailbox.post(.loadFailed(chunk, message: "\(error)"))

@@ -14,8 +14,13 @@ extension BrokerStateMachine {
         case listFailed(message: String)
         /// Queues were read: the actions of each requested queue in run order (absent: none stored).
         /// A `truncated` queue was read only as far as the read-ahead: more is stored after its last action.
-        /// `paused`: the requested queues an operator paused.
-        case loaded([String: [BrokerEntry]], requested: [String], truncated: Set<String> = [], paused: Set<String> = [])
+        /// `paused`: the requested queues an operator paused. `heldElsewhere`: the requested queues
+        /// whose lease another worker held when read (shared backends), and until when: only their
+        /// head was read, and it is not claimed before that lease ends or the queue changes.
+        case loaded(
+            [String: [BrokerEntry]], requested: [String], truncated: Set<String> = [], paused: Set<String> = [],
+            heldElsewhere: [String: Date] = [:]
+        )
         /// Reads ahead answered (`readAhead`): for each queue and its request's token, the next
         /// actions after the position asked for (absent: none stored); `truncated` as for `loaded`.
         case readAhead([String: [BrokerEntry]], tokens: [String: UInt64], truncated: Set<String> = [])

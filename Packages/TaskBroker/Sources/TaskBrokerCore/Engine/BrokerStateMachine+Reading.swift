@@ -4,7 +4,10 @@ import Foundation
 extension BrokerStateMachine {
     // MARK: - Reading queues
 
-    mutating func loaded(_ queueName: String, _ entries: [BrokerEntry], truncated: Bool = false, paused: Bool = false, into out: inout [Output]) {
+    mutating func loaded(
+        _ queueName: String, _ entries: [BrokerEntry], truncated: Bool = false, paused: Bool = false, heldElsewhereUntil: Date? = nil,
+        into out: inout [Output]
+    ) {
         guard var state = queues.removeValue(forKey: queueName) else { return }
         guard let load = state.load else {
             queues[queueName] = state
@@ -90,7 +93,8 @@ extension BrokerStateMachine {
             }
         }
         state.waiting = list
-        readAheadIfLow(&state, queueName)
+        // Not the read-ahead of a queue another worker holds: its first run here reads ahead.
+        if heldElsewhereUntil == nil { readAheadIfLow(&state, queueName) }
         queues[queueName] = state
         for change in load.buffered {
             if case .saved(let entry) = change, entry.task.revision <= state.loadedThrough { continue }
@@ -100,6 +104,16 @@ extension BrokerStateMachine {
         inPlace(queueName) {
             $0.claimFoundChange = false
             $0.wentFirst = first
+        }
+        // Read while another worker held its lease: it waits for that lease as a refused claim
+        // does, without the claim. Unless an action of it was completed or deleted while it was
+        // read (the holder may have let it go since): then it is claimed as any other.
+        if let until = heldElsewhereUntil, phase == .running, queues[queueName]?.isFree == true,
+           !load.buffered.contains(where: { if case .deleted = $0 { true } else { false } }) {
+            let timer = startTimer(.leaseExpiry(queueName, first: true), .until(until), into: &out)
+            inPlace(queueName) { $0.slot = .leaseWait(timer: timer) }
+            refusedSinceAsk = true
+            return
         }
         markReady(queueName, first: first)
     }

@@ -8,6 +8,7 @@ extension BrokerStateMachine.Queue {
     /// inFlight ─ stored ─▶ free, kept (the finish claimed the next head), leaseWait (let go)
     /// inFlight ─ claim granted ─▶ inFlight;  changed, not started ─▶ free
     /// inFlight ─ claim held elsewhere ─▶ leaseWait;  claim failed ─▶ claimRetry
+    /// free ─ read while another worker holds the lease ─▶ leaseWait
     /// inFlight ─ parked for a rate limit's start ─▶ kept (shared backends), free
     /// claimRetry ─ retry timer ─▶ free
     /// leaseWait ─ its timer, a completion or a read ─▶ free
@@ -60,6 +61,11 @@ extension BrokerStateMachine.Queue {
         /// granted, or the kept lease's the head took its slot with. `nil` while the head is first
         /// claimed. The outcome, renewals and releases name the lease with it.
         var epoch: Int64?
+    }
+
+    /// Whether the queue holds no slot and waits for nothing.
+    var isFree: Bool {
+        if case .free = slot { true } else { false }
     }
 
     /// Whether the head holds one of the broker's slots.

@@ -280,12 +280,12 @@ struct BrokerStateMachine {
             let delay = backoff(after: .load)
             _ = startTimer(.retryList, .after(delay), into: &out)
             out.append(.emit(.storageFailed(operation: .load, queueNames: [], message: message, retryIn: delay)))
-        case .loaded(let byQueue, let requested, let truncated, let paused):
+        case .loaded(let byQueue, let requested, let truncated, let paused, let heldElsewhere):
             recovered(.load, requested, into: &out)
             for queueName in requested {
                 loaded(
                     queueName, byQueue[queueName] ?? [], truncated: truncated.contains(queueName), paused: paused.contains(queueName),
-                    into: &out
+                    heldElsewhereUntil: heldElsewhere[queueName], into: &out
                 )
             }
         case .readAhead(let byQueue, let tokens, let truncated):

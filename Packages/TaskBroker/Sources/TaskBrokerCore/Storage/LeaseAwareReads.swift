@@ -1,3 +1,5 @@
+public import Foundation
+
 /// A shared backend whose read of a queue that another worker holds returns its head alone. The
 /// broker claims that head (the claim is refused while the holder keeps the queue) and reads on
 /// once the queue is its own, instead of reading and decoding a read-ahead of every queue that
@@ -7,7 +9,8 @@ public protocol LeaseAwareReads: TaskStorage {
     /// The first `limit` stored actions of each of `queueNames` in enqueue order (as
     /// ``TaskStorage/tasks(inQueues:after:limit:)`` reads them from the start), except that a queue
     /// whose lease an owner other than `owner` holds and has not let expire gives its head alone
-    /// and is named in ``LeaseAwareRead/heldElsewhere`` (more of it may be stored).
+    /// and is named in ``LeaseAwareRead/heldElsewhere`` with the time its lease ends (more of it
+    /// may be stored).
     ///
     /// - Parameters:
     ///   - queueNames: The queues to read.
@@ -22,15 +25,15 @@ public protocol LeaseAwareReads: TaskStorage {
 public struct LeaseAwareRead: Sendable {
     /// The actions read, by queue, in enqueue order (queues with nothing stored are absent).
     public var tasks: [String: [StoredTask]]
-    /// The queues read whose lease another owner holds: only their head was read.
-    public var heldElsewhere: Set<String>
+    /// The queues read that another owner holds, and when that lease ends: only their head was read.
+    public var heldElsewhere: [String: Date]
 
     /// A read's result.
     ///
     /// - Parameters:
     ///   - tasks: The actions read, by queue.
-    ///   - heldElsewhere: The queues of which only the head was read.
-    public init(tasks: [String: [StoredTask]], heldElsewhere: Set<String>) {
+    ///   - heldElsewhere: The queues of which only the head was read, and when their lease ends.
+    public init(tasks: [String: [StoredTask]], heldElsewhere: [String: Date]) {
         self.tasks = tasks
         self.heldElsewhere = heldElsewhere
     }
