@@ -55,22 +55,25 @@ extension PostgresSchema {
 
     /// The first `limit` stored actions of each of these queues, by position, as
     /// ``tasksQuery(queueNames:after:limit:)`` reads them, except that a queue whose lease an owner
-    /// other than `owner` holds (not expired) gives its head alone. Each row ends with the seconds
-    /// left on such a lease (`NULL` for the other queues).
+    /// other than `owner` holds (not expired) gives its head alone. Each row starts with its queue,
+    /// the seconds left on such a lease (`NULL` for the other queues) and whether an operator
+    /// paused the queue; a queue with nothing stored gives one row of those with `NULL` action
+    /// columns. One statement and one snapshot for the pauses and the actions.
     func tasksQuery(queueNames: [String], limit: Int, readingFor owner: String) -> PostgresQuery {
         """
-        SELECT t.*, h.remaining FROM unnest(\(queueNames)::text[]) AS q(name)
+        SELECT q.name, h.remaining, h.paused, t.* FROM unnest(\(queueNames)::text[]) AS q(name)
         CROSS JOIN LATERAL (
             SELECT (
                 SELECT EXTRACT(EPOCH FROM (l.expires_at - clock_timestamp()))::float8 FROM \(unescaped: queue) l
                 WHERE l.name = q.name AND l.owner IS DISTINCT FROM \(owner) AND l.expires_at > clock_timestamp()
-            ) AS remaining
+            ) AS remaining,
+            coalesce((SELECT p.paused FROM \(unescaped: queue) p WHERE p.name = q.name), false) AS paused
         ) h
-        CROSS JOIN LATERAL (
+        LEFT JOIN LATERAL (
             SELECT \(unescaped: Self.taskColumns) FROM \(unescaped: action) a
             WHERE a.queue_name = q.name AND a.state <> 1 ORDER BY a.position
             LIMIT CASE WHEN h.remaining IS NOT NULL THEN 1 ELSE \(Int64(limit)) END
-        ) t
+        ) t ON true
         """
     }
 }

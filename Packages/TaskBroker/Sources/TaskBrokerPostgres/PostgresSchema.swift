@@ -80,7 +80,11 @@ struct PostgresSchema: Sendable {
     /// A stored action from the next cells of a row, as ``task(_:)`` reads them; the cells after
     /// them are left to read.
     static func task(_ cells: inout RowReader) throws -> StoredTask {
-        let collection: String = try cells.next()
+        try task(collection: try cells.next(), &cells)
+    }
+
+    /// A stored action from the cells after its collection (read already), as ``task(_:)`` reads them.
+    static func task(collection: String, _ cells: inout RowReader) throws -> StoredTask {
         let key: String = try cells.next()
         return StoredTask(
             key: key, collection: collection, queueName: try cells.next(), payload: try cells.next(),

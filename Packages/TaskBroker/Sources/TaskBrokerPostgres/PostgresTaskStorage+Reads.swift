@@ -79,23 +79,26 @@ extension PostgresTaskStorage: LeaseAwareReads {
     }
 
     /// The first `limit` stored actions of each queue, the head alone of a queue another owner
-    /// holds (see `LeaseAwareReads`).
+    /// holds, and which of the queues an operator paused (see `LeaseAwareReads`).
     public func tasks(inQueues queueNames: [String], limit: Int, readingFor owner: String) async throws -> LeaseAwareRead {
-        guard !queueNames.isEmpty else { return LeaseAwareRead(tasks: [:], heldElsewhere: [:]) }
+        guard !queueNames.isEmpty else { return LeaseAwareRead(tasks: [:], heldElsewhere: [:], paused: []) }
         return try await run("read \(queueNames.count) queue(s)") {
             try await withConnection { [self] connection in
-                var read = LeaseAwareRead(tasks: [:], heldElsewhere: [:])
+                var read = LeaseAwareRead(tasks: [:], heldElsewhere: [:], paused: [])
                 let now = Date()
                 let rows = try await connection.query(
                     sql.tasksQuery(queueNames: queueNames, limit: max(1, limit), readingFor: owner), logger: logger
                 )
                 for try await row in rows {
                     var cells = RowReader(row)
-                    let task = try PostgresSchema.task(&cells)
-                    if let remaining = try cells.next(Double?.self) {
-                        read.heldElsewhere[task.queueName] = now.addingTimeInterval(max(0, remaining))
-                    }
-                    read.tasks[task.queueName, default: []].append(task)
+                    let queueName: String = try cells.next()
+                    let remaining: Double? = try cells.next()
+                    if try cells.next(Bool.self) { read.paused.insert(queueName) }
+                    // A queue with nothing stored: its row has no action.
+                    guard let collection: String = try cells.next() else { continue }
+                    let task = try PostgresSchema.task(collection: collection, &cells)
+                    if let remaining { read.heldElsewhere[queueName] = now.addingTimeInterval(max(0, remaining)) }
+                    read.tasks[queueName, default: []].append(task)
                 }
                 return read
             }

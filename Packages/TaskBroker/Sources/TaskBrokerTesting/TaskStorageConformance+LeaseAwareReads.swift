@@ -25,6 +25,13 @@ extension TaskStorageConformance {
             try expect(read.tasks["free"]?.map(\.key) == ["c1", "c2"], "a queue nobody holds: the first two: \(read.tasks["free"] ?? [])")
             try expect(read.tasks["empty"] == nil, "a queue with nothing stored gives nothing")
             try expect(read.tasks["held"]?.first == saved[0], "the head as stored: \(read.tasks["held"] ?? [])")
+            try expect(read.paused.isEmpty, "no queue is paused: \(read.paused)")
+            // Paused by an operator: said in the same read, also of a queue another owner holds.
+            _ = try await storage.setPaused(true, queues: ["free", "held"])
+            let whilePaused = try await reads.tasks(inQueues: ["held", "own", "free"], limit: 2, readingFor: "w2")
+            try expect(whilePaused.paused == ["free", "held"], "the paused queues: \(whilePaused.paused)")
+            try expect(whilePaused.tasks["free"]?.map(\.key) == ["c1", "c2"], "a paused queue's actions are read: \(whilePaused.tasks)")
+            _ = try await storage.setPaused(false, queues: ["free", "held"])
             // Released, the queue reads as any other.
             let lease = try await storage.workers().flatMap(\.queues).filter { $0.queueName == "held" }
             try await storage.release(lease.map { TaskQueueLease(queueName: $0.queueName, epoch: $0.epoch) }, owner: "w1")

@@ -237,7 +237,10 @@ extension CountingStorage: LeaseAwareReads {
         let start = monotonicNanoseconds()
         defer { readNanoseconds.add(Int(monotonicNanoseconds() - start), ordering: .relaxed) }
         guard let leaseAware = inner as? any LeaseAwareReads else {
-            return LeaseAwareRead(tasks: try await inner.tasks(inQueues: queueNames, after: [:], limit: limit), heldElsewhere: [:])
+            return LeaseAwareRead(
+                tasks: try await inner.tasks(inQueues: queueNames, after: [:], limit: limit), heldElsewhere: [:],
+                paused: try await inner.pausedQueues(among: queueNames)
+            )
         }
         return try await leaseAware.tasks(inQueues: queueNames, limit: limit, readingFor: owner)
     }

@@ -54,14 +54,21 @@ extension BrokerEngine {
         let limit = readLimit
         // Queues read only in part, before the read showed that the type has its own `sort`: read whole after.
         let readWhole = Mutex<[String]>([])
+        // A shared backend's lease-aware read also says which queues are paused (one round trip,
+        // one snapshot); other reads need them looked up first.
+        let leaseAware = batchReader == nil && limit != nil ? storage as? any LeaseAwareReads : nil
         // Looked up before the actions: a pause or resume committed after it reaches the broker as a
         // change, which reads the queue again.
         let paused: Set<String>
-        do {
-            paused = try await storage.pausedQueues(among: queueNames)
-        } catch {
-            mailbox.post(.loadFailed(queueNames, message: "\(error)"))
-            return
+        if leaseAware == nil {
+            do {
+                paused = try await storage.pausedQueues(among: queueNames)
+            } catch {
+                mailbox.post(.loadFailed(queueNames, message: "\(error)"))
+                return
+            }
+        } else {
+            paused = []
         }
         if let batchReader {
             // One scan for all the queues; each is posted as soon as it is read and decoded.
@@ -102,11 +109,13 @@ extension BrokerEngine {
                     // claimed, and the rest is read once the queue is this broker's (its first
                     // run reads ahead).
                     var heldElsewhere: [String: Date] = [:]
+                    var paused = paused
                     let byQueue: [String: [StoredTask]]
-                    if let limit, let leaseAware = storage as? any LeaseAwareReads {
+                    if let limit, let leaseAware {
                         let read = try await leaseAware.tasks(inQueues: chunk, limit: limit, readingFor: owner)
                         byQueue = read.tasks
                         heldElsewhere = read.heldElsewhere
+                        paused = read.paused
                     } else if let limit {
                         byQueue = try await storage.tasks(inQueues: chunk, limit: limit)
                     } else {

@@ -10,13 +10,14 @@ public protocol LeaseAwareReads: TaskStorage {
     /// ``TaskStorage/tasks(inQueues:after:limit:)`` reads them from the start), except that a queue
     /// whose lease an owner other than `owner` holds and has not let expire gives its head alone
     /// and is named in ``LeaseAwareRead/heldElsewhere`` with the time its lease ends (more of it
-    /// may be stored).
+    /// may be stored); and which of `queueNames` an operator paused (``LeaseAwareRead/paused``, as
+    /// ``TaskStorage/pausedQueues(among:)`` answers, in the same snapshot as the actions).
     ///
     /// - Parameters:
     ///   - queueNames: The queues to read.
     ///   - limit: How many actions to read of each queue another owner does not hold.
     ///   - owner: The lease holder that reads (its own leases do not cut a read short).
-    /// - Returns: The actions read, and which queues gave their head alone.
+    /// - Returns: The actions read, which queues gave their head alone, and which are paused.
     /// - Throws: ``TaskBrokerError`` when the read fails; nothing was read then.
     func tasks(inQueues queueNames: [String], limit: Int, readingFor owner: String) async throws -> LeaseAwareRead
 }
@@ -27,14 +28,18 @@ public struct LeaseAwareRead: Sendable {
     public var tasks: [String: [StoredTask]]
     /// The queues read that another owner holds, and when that lease ends: only their head was read.
     public var heldElsewhere: [String: Date]
+    /// The queues read that an operator paused (also those with nothing stored).
+    public var paused: Set<String>
 
     /// A read's result.
     ///
     /// - Parameters:
     ///   - tasks: The actions read, by queue.
     ///   - heldElsewhere: The queues of which only the head was read, and when their lease ends.
-    public init(tasks: [String: [StoredTask]], heldElsewhere: [String: Date]) {
+    ///   - paused: The queues read that an operator paused.
+    public init(tasks: [String: [StoredTask]], heldElsewhere: [String: Date], paused: Set<String>) {
         self.tasks = tasks
         self.heldElsewhere = heldElsewhere
+        self.paused = paused
     }
 }
