@@ -63,11 +63,12 @@ extension PostgresSchema {
         """
         SELECT q.name, h.remaining, h.paused, t.* FROM unnest(\(queueNames)::text[]) AS q(name)
         CROSS JOIN LATERAL (
-            SELECT (
-                SELECT EXTRACT(EPOCH FROM (l.expires_at - clock_timestamp()))::float8 FROM \(unescaped: queue) l
-                WHERE l.name = q.name AND l.owner IS DISTINCT FROM \(owner) AND l.expires_at > clock_timestamp()
-            ) AS remaining,
-            coalesce((SELECT p.paused FROM \(unescaped: queue) p WHERE p.name = q.name), false) AS paused
+            -- One probe of the queue's row for both; an aggregate, so that a queue without a row
+            -- (nothing ever saved to it) still gives one: not held, not paused.
+            SELECT max(CASE WHEN l.owner IS DISTINCT FROM \(owner) AND l.expires_at > clock_timestamp()
+                            THEN EXTRACT(EPOCH FROM (l.expires_at - clock_timestamp()))::float8 END) AS remaining,
+                   coalesce(bool_or(l.paused), false) AS paused
+            FROM \(unescaped: queue) l WHERE l.name = q.name
         ) h
         LEFT JOIN LATERAL (
             SELECT \(unescaped: Self.taskColumns) FROM \(unescaped: action) a

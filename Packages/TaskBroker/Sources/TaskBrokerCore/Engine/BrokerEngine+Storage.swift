@@ -109,13 +109,13 @@ extension BrokerEngine {
                     // claimed, and the rest is read once the queue is this broker's (its first
                     // run reads ahead).
                     var heldElsewhere: [String: Date] = [:]
-                    var paused = paused
+                    var chunkPaused = paused
                     let byQueue: [String: [StoredTask]]
                     if let limit, let leaseAware {
                         let read = try await leaseAware.tasks(inQueues: chunk, limit: limit, readingFor: owner)
                         byQueue = read.tasks
                         heldElsewhere = read.heldElsewhere
-                        paused = read.paused
+                        chunkPaused = read.paused
                     } else if let limit {
                         byQueue = try await storage.tasks(inQueues: chunk, limit: limit)
                     } else {
@@ -130,9 +130,9 @@ extension BrokerEngine {
                     if !truncated.isEmpty, readLimit == nil {
                         readWhole.withLock { $0.append(contentsOf: truncated) }
                         for queueName in truncated { entries[queueName] = nil }
-                        mailbox.post(.loaded(entries, requested: chunk.filter { !truncated.contains($0) }, paused: paused))
+                        mailbox.post(.loaded(entries, requested: chunk.filter { !truncated.contains($0) }, paused: chunkPaused))
                     } else {
-                        mailbox.post(.loaded(entries, requested: chunk, truncated: truncated, paused: paused, heldElsewhere: heldElsewhere))
+                        mailbox.post(.loaded(entries, requested: chunk, truncated: truncated, paused: chunkPaused, heldElsewhere: heldElsewhere))
                     }
                 } catch {
                     mailbox.post(.loadFailed(chunk, message: "\(error)"))

@@ -1,9 +1,10 @@
 public import Foundation
 
-/// A shared backend whose read of a queue that another worker holds returns its head alone. The
-/// broker claims that head (the claim is refused while the holder keeps the queue) and reads on
-/// once the queue is its own, instead of reading and decoding a read-ahead of every queue that
-/// another worker of the pool runs. The engine asks for it with `as?`; a backend without it has
+/// A shared backend whose read of a queue that another worker holds returns its head alone, with
+/// the time that lease ends. The broker waits for the lease (or for the holder to let the queue
+/// go) before it claims the head, and reads on once the queue is its own, instead of reading and
+/// decoding a read-ahead of every queue that another worker of the pool runs, and claiming it to
+/// be refused. The engine asks for it with `as?`; a backend without it has
 /// its queues read with ``TaskStorage/tasks(inQueues:after:limit:)``.
 public protocol LeaseAwareReads: TaskStorage {
     /// The first `limit` stored actions of each of `queueNames` in enqueue order (as
