@@ -79,27 +79,41 @@ extension PostgresTaskStorage: LeaseAwareReads {
     }
 
     /// The first `limit` stored actions of each queue, the head alone of a queue another owner
-    /// holds, and which of the queues an operator paused (see `LeaseAwareReads`).
-    public func tasks(inQueues queueNames: [String], limit: Int, readingFor owner: String) async throws -> LeaseAwareRead {
+    /// holds, and which of the queues an operator paused; takes the lease of up to `claimBudget`
+    /// free queues (see `LeaseAwareReads`).
+    public func tasks(
+        inQueues queueNames: [String], limit: Int, readingFor owner: String, claimBudget: Int, leaseDuration: Duration, now: Date
+    ) async throws -> LeaseAwareRead {
         guard !queueNames.isEmpty else { return LeaseAwareRead(tasks: [:], heldElsewhere: [:], paused: []) }
         return try await run("read \(queueNames.count) queue(s)") {
             try await withConnection { [self] connection in
                 var read = LeaseAwareRead(tasks: [:], heldElsewhere: [:], paused: [])
-                let now = Date()
+                let clock = Date()
                 let rows = try await connection.query(
-                    sql.tasksQuery(queueNames: queueNames, limit: max(1, limit), readingFor: owner), logger: logger
+                    sql.tasksQuery(
+                        queueNames: queueNames, limit: max(1, limit), readingFor: owner, claimBudget: max(0, claimBudget),
+                        leaseMilliseconds: leaseDuration.milliseconds, now: now.timeIntervalSince1970
+                    ),
+                    logger: logger
                 )
                 for try await row in rows {
                     var cells = RowReader(row)
                     let queueName: String = try cells.next()
                     let remaining: Double? = try cells.next()
                     if try cells.next(Bool.self) { read.paused.insert(queueName) }
+                    if let epoch: Int64 = try cells.next() {
+                        read.claimed[queueName] = epoch
+                        continue
+                    }
                     // A queue with nothing stored: its row has no action.
                     guard let collection: String = try cells.next() else { continue }
                     let task = try PostgresSchema.task(collection: collection, &cells)
-                    if let remaining { read.heldElsewhere[queueName] = now.addingTimeInterval(max(0, remaining)) }
+                    if let remaining { read.heldElsewhere[queueName] = clock.addingTimeInterval(max(0, remaining)) }
                     read.tasks[queueName, default: []].append(task)
                 }
+                // A lease that ended between the snapshot and the statement's lock of it: taken
+                // here, though the snapshot still showed it held (its head alone was read).
+                for queueName in read.claimed.keys { read.heldElsewhere[queueName] = nil }
                 return read
             }
         }

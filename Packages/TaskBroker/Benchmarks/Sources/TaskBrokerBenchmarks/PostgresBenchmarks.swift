@@ -340,8 +340,9 @@ struct PostgresBenchmarks {
             let claimTime = values["claimms"] ?? 0, finishTime = values["finishms"] ?? 0, readTime = values["readms"] ?? 0
             // Each worker's own outcomes first: how the pool shared the work.
             return "worker \(fields.count > 1 ? fields[1] : "?"): \(outcomes) outcomes; \(claims) claims (\(fmt(Double(heads) / Double(max(claims, 1)))) heads each, "
+                + "\(values["granted"] ?? 0) granted, \(values["refused"] ?? 0) held elsewhere, \(values["asks"] ?? 0) asks for queues; "
                 + "\(claimTime) ms), \(finishes) finishes (\(fmt(Double(outcomes) / Double(max(finishes, 1)))) outcomes each, \(finishTime) ms), "
-                + "\(reads) queue reads (\(readTime) ms), \(values["renewals"] ?? 0) renewals, "
+                + "\(reads) queue reads (\(readTime) ms; \(values["readqueues"] ?? 0) queues read first, \(values["heldqueues"] ?? 0) of them held elsewhere, \(values["readclaimed"] ?? 0) leases taken; \(values["aheads"] ?? 0) queues read ahead), \(values["letgo"] ?? 0) outcomes let their queue go, \(values["renewals"] ?? 0) renewals, "
                 + "\(values["continued"] ?? 0) next heads claimed by finishes: \(claims + finishes) commits, "
                 + "~\(roundTrips) round trips; process CPU \(values["cpums"] ?? 0) ms"
         }

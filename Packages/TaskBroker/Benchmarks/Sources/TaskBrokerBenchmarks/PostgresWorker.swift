@@ -21,6 +21,19 @@ final class CountingStorage: TaskStorage {
     let inner: any TaskStorage
     let claims = Atomic<Int>(0)
     let claimedHeads = Atomic<Int>(0)
+    /// Claimed heads granted, and refused because another worker held the queue.
+    let granted = Atomic<Int>(0)
+    let refused = Atomic<Int>(0)
+    /// Announcements of spare capacity (asks for queues) sent to the pool.
+    let asks = Atomic<Int>(0)
+    /// Queues read whole (first reads), and those of them another worker held.
+    let firstReadQueues = Atomic<Int>(0)
+    let heldReadQueues = Atomic<Int>(0)
+    /// Leases the reads took (their heads start without a claim).
+    let readClaimed = Atomic<Int>(0)
+    /// Queues read ahead, and outcomes whose finish claimed no next head (it lets the queue go).
+    let readAheadQueues = Atomic<Int>(0)
+    let lettingGo = Atomic<Int>(0)
     let finishes = Atomic<Int>(0)
     let finishedOutcomes = Atomic<Int>(0)
     let reads = Atomic<Int>(0)
@@ -57,6 +70,7 @@ final class CountingStorage: TaskStorage {
     }
 
     static let claimsNextHeads = ProcessInfo.processInfo.environment["TB_PG_NO_NEXT"] != "1"
+    static let readsClaim = ProcessInfo.processInfo.environment["TB_PG_NO_READ_CLAIMS"] != "1"
 
     var summary: String {
         "claims=\(claims.load(ordering: .relaxed)) heads=\(claimedHeads.load(ordering: .relaxed)) "
@@ -65,7 +79,11 @@ final class CountingStorage: TaskStorage {
             + "claimms=\(claimNanoseconds.load(ordering: .relaxed) / 1_000_000) finishms=\(finishNanoseconds.load(ordering: .relaxed) / 1_000_000) "
             + "readms=\(readNanoseconds.load(ordering: .relaxed) / 1_000_000) cpums=\(cpuMilliseconds()) "
             + "fenced=\(fenced.load(ordering: .relaxed)) outdated=\(outdated.load(ordering: .relaxed)) "
-            + "continued=\(continued.load(ordering: .relaxed))"
+            + "continued=\(continued.load(ordering: .relaxed)) granted=\(granted.load(ordering: .relaxed)) "
+            + "refused=\(refused.load(ordering: .relaxed)) asks=\(asks.load(ordering: .relaxed)) "
+            + "readqueues=\(firstReadQueues.load(ordering: .relaxed)) heldqueues=\(heldReadQueues.load(ordering: .relaxed)) "
+            + "readclaimed=\(readClaimed.load(ordering: .relaxed)) aheads=\(readAheadQueues.load(ordering: .relaxed)) "
+            + "letgo=\(lettingGo.load(ordering: .relaxed))"
     }
 
     func save(_ tasks: [NewTask]) async throws -> [StoredTask] { try await inner.save(tasks) }
@@ -88,7 +106,15 @@ final class CountingStorage: TaskStorage {
         claimedHeads.add(heads.count, ordering: .relaxed)
         let start = monotonicNanoseconds()
         defer { claimNanoseconds.add(Int(monotonicNanoseconds() - start), ordering: .relaxed) }
-        return try await inner.claim(heads, owner: owner, leaseDuration: leaseDuration)
+        let results = try await inner.claim(heads, owner: owner, leaseDuration: leaseDuration)
+        for result in results {
+            switch result {
+            case .granted: granted.add(1, ordering: .relaxed)
+            case .heldElsewhere: refused.add(1, ordering: .relaxed)
+            case .changed: break
+            }
+        }
+        return results
     }
     func finish(_ outcomes: [TaskOutcome], owner: String) async throws -> TaskFinishReport {
         finishes.add(1, ordering: .relaxed)
@@ -104,6 +130,7 @@ final class CountingStorage: TaskStorage {
     ) async throws -> TaskFinishReport {
         finishes.add(1, ordering: .relaxed)
         finishedOutcomes.add(outcomes.count, ordering: .relaxed)
+        lettingGo.add(outcomes.count - nextHeads.count, ordering: .relaxed)
         let start = monotonicNanoseconds()
         defer { finishNanoseconds.add(Int(monotonicNanoseconds() - start), ordering: .relaxed) }
         // `TB_PG_NO_NEXT=1`: finishes claim no next head (every head is claimed on its own, as before
@@ -116,6 +143,7 @@ final class CountingStorage: TaskStorage {
     }
     func tasks(inQueues queueNames: [String], after positions: [String: Int64], limit: Int) async throws -> [String: [StoredTask]] {
         reads.add(1, ordering: .relaxed)
+        readAheadQueues.add(queueNames.count, ordering: .relaxed)
         let start = monotonicNanoseconds()
         defer { readNanoseconds.add(Int(monotonicNanoseconds() - start), ordering: .relaxed) }
         return try await inner.tasks(inQueues: queueNames, after: positions, limit: limit)
@@ -150,7 +178,10 @@ final class CountingStorage: TaskStorage {
     func workers() async throws -> [TaskWorker] { try await inner.workers() }
     func setPaused(_ paused: Bool, queues queueNames: [String]) async throws -> [String] { try await inner.setPaused(paused, queues: queueNames) }
     func pausedQueues(among queueNames: [String]?) async throws -> Set<String> { try await inner.pausedQueues(among: queueNames) }
-    func announceSpareCapacity(pool: String, room: Int) async throws { try await inner.announceSpareCapacity(pool: pool, room: room) }
+    func announceSpareCapacity(pool: String, room: Int) async throws {
+        asks.add(1, ordering: .relaxed)
+        try await inner.announceSpareCapacity(pool: pool, room: room)
+    }
     func resume(queues queueNames: [String]) async throws -> [StoredTask] { try await inner.resume(queues: queueNames) }
     func purge(queue queueName: String) async throws -> Int { try await inner.purge(queue: queueName) }
     func snapshot() async throws -> [TaskQueueSnapshot] { try await inner.snapshot() }
@@ -232,7 +263,9 @@ extension CountingStorage: SharedBrokerNames {
 
 /// Reads that give the head alone of a queue another worker holds, counted as reads.
 extension CountingStorage: LeaseAwareReads {
-    func tasks(inQueues queueNames: [String], limit: Int, readingFor owner: String) async throws -> LeaseAwareRead {
+    func tasks(
+        inQueues queueNames: [String], limit: Int, readingFor owner: String, claimBudget: Int, leaseDuration: Duration, now: Date
+    ) async throws -> LeaseAwareRead {
         reads.add(1, ordering: .relaxed)
         let start = monotonicNanoseconds()
         defer { readNanoseconds.add(Int(monotonicNanoseconds() - start), ordering: .relaxed) }
@@ -242,7 +275,15 @@ extension CountingStorage: LeaseAwareReads {
                 paused: try await inner.pausedQueues(among: queueNames)
             )
         }
-        return try await leaseAware.tasks(inQueues: queueNames, limit: limit, readingFor: owner)
+        // `TB_PG_NO_READ_CLAIMS=1`: reads take no lease (every head is claimed on its own), for A/B runs of one binary.
+        let read = try await leaseAware.tasks(
+            inQueues: queueNames, limit: limit, readingFor: owner, claimBudget: Self.readsClaim ? claimBudget : 0,
+            leaseDuration: leaseDuration, now: now
+        )
+        firstReadQueues.add(queueNames.count, ordering: .relaxed)
+        heldReadQueues.add(read.heldElsewhere.count, ordering: .relaxed)
+        readClaimed.add(read.claimed.count, ordering: .relaxed)
+        return read
     }
 }
 
