@@ -48,7 +48,9 @@ extension BrokerEngine {
         }
     }
 
-    func load(_ queueNames: [String]) async {
+    /// Reads queues; a shared backend's lease-aware read also takes the lease of up to
+    /// `claimBudget` of them (their heads then start without a claim of their own).
+    func load(_ queueNames: [String], claimBudget: Int = 0) async {
         let since = time.elapsed()
         let mailbox = self.mailbox
         let limit = readLimit
@@ -100,6 +102,8 @@ extension BrokerEngine {
             // Other backends: 256 queues a read, the first only 32: its queues start as soon as it
             // is decoded, and a first read of 256 queues of 100 actions held up the whole start (~75 ms).
             var start = 0
+            // What is left of the budget of leases the reads may take.
+            var budget = claimBudget
             while start < queueNames.count {
                 let chunk = Array(queueNames[start..<min(start + (start == 0 ? 32 : 256), queueNames.count)])
                 start += chunk.count
@@ -109,13 +113,19 @@ extension BrokerEngine {
                     // claimed, and the rest is read once the queue is this broker's (its first
                     // run reads ahead).
                     var heldElsewhere: [String: Date] = [:]
+                    var claimed: [String: Int64] = [:]
                     var chunkPaused = paused
                     let byQueue: [String: [StoredTask]]
                     if let limit, let leaseAware {
-                        let read = try await leaseAware.tasks(inQueues: chunk, limit: limit, readingFor: owner)
+                        let read = try await leaseAware.tasks(
+                            inQueues: chunk, limit: limit, readingFor: owner, claimBudget: budget,
+                            leaseDuration: leaseDuration, now: time.now()
+                        )
                         byQueue = read.tasks
                         heldElsewhere = read.heldElsewhere
                         chunkPaused = read.paused
+                        claimed = read.claimed
+                        budget -= read.claimed.count
                     } else if let limit {
                         byQueue = try await storage.tasks(inQueues: chunk, limit: limit)
                     } else {
@@ -130,9 +140,20 @@ extension BrokerEngine {
                     if !truncated.isEmpty, readLimit == nil {
                         readWhole.withLock { $0.append(contentsOf: truncated) }
                         for queueName in truncated { entries[queueName] = nil }
-                        mailbox.post(.loaded(entries, requested: chunk.filter { !truncated.contains($0) }, paused: chunkPaused))
+                        // A lease taken for a queue read again whole is let go: that read claims nothing.
+                        let dropped = claimed.filter { truncated.contains($0.key) }
+                        if !dropped.isEmpty {
+                            await release(dropped.map { TaskQueueLease(queueName: $0.key, epoch: $0.value) }.sorted { $0.queueName < $1.queueName })
+                        }
+                        mailbox.post(.loaded(
+                            entries, requested: chunk.filter { !truncated.contains($0) }, paused: chunkPaused,
+                            claimed: claimed.filter { !truncated.contains($0.key) }, sentAt: since
+                        ))
                     } else {
-                        mailbox.post(.loaded(entries, requested: chunk, truncated: truncated, paused: chunkPaused, heldElsewhere: heldElsewhere))
+                        mailbox.post(.loaded(
+                            entries, requested: chunk, truncated: truncated, paused: chunkPaused, heldElsewhere: heldElsewhere,
+                            claimed: claimed, sentAt: since
+                        ))
                     }
                 } catch {
                     mailbox.post(.loadFailed(chunk, message: "\(error)"))

@@ -260,8 +260,8 @@ final class BrokerEngine<Handler: TaskQueueHandler>: BrokerEngineProtocol {
         var done = false
         for output in outputs {
             switch output {
-            case .load(let queueNames):
-                group.addTask { await self.load(queueNames) }
+            case .load(let queueNames, let claimBudget):
+                group.addTask { await self.load(queueNames, claimBudget: claimBudget) }
             case .readAhead(let requests):
                 group.addTask { await self.readAhead(requests) }
             case .listQueues(let name):

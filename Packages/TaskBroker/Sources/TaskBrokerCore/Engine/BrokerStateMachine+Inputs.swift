@@ -17,9 +17,12 @@ extension BrokerStateMachine {
         /// `paused`: the requested queues an operator paused. `heldElsewhere`: the requested queues
         /// whose lease another worker held when read (shared backends), and until when: only their
         /// head was read, and it is not claimed before that lease ends or the queue changes.
+        /// `claimed`: the requested queues whose lease the read took (shared backends; the `load`
+        /// asked for up to `claimBudget`), with its epoch: each one's first action read is claimed,
+        /// by a read sent at `sentAt` (the engine's elapsed time).
         case loaded(
             [String: [BrokerEntry]], requested: [String], truncated: Set<String> = [], paused: Set<String> = [],
-            heldElsewhere: [String: Date] = [:]
+            heldElsewhere: [String: Date] = [:], claimed: [String: Int64] = [:], sentAt: Duration = .zero
         )
         /// Reads ahead answered (`readAhead`): for each queue and its request's token, the next
         /// actions after the position asked for (absent: none stored); `truncated` as for `loaded`.
@@ -85,8 +88,10 @@ extension BrokerStateMachine {
 
     /// What to do.
     enum Output: Sendable {
-        /// Read these queues; answer with `loaded` or `loadFailed`.
-        case load([String])
+        /// Read these queues; answer with `loaded` or `loadFailed`. A shared backend's read may
+        /// take the lease of up to `claimBudget` of them, free ones whose head may run now
+        /// (`LeaseAwareReads`): the slots the broker has free for them.
+        case load([String], claimBudget: Int)
         /// List stored queue names after this one; answer with `listed` or `listFailed`.
         case listQueues(after: String)
         /// Read the next actions of these queues after the positions given; answer with

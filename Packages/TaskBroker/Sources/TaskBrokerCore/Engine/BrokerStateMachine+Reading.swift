@@ -4,14 +4,21 @@ import Foundation
 extension BrokerStateMachine {
     // MARK: - Reading queues
 
+    /// Applies a queue's read. With `claimedEpoch`, the read took the queue's lease for its first
+    /// action (shared backends): the queue keeps that lease for its head (see
+    /// ``keepReadClaim(_:epoch:head:sentAt:)``), or returns it for the caller to let go.
+    @discardableResult
     mutating func loaded(
         _ queueName: String, _ entries: [BrokerEntry], truncated: Bool = false, paused: Bool = false, heldElsewhereUntil: Date? = nil,
-        into out: inout [Output]
-    ) {
-        guard var state = queues.removeValue(forKey: queueName) else { return }
+        claimedEpoch: Int64? = nil, sentAt: Duration = .zero, into out: inout [Output]
+    ) -> TaskQueueLease? {
+        let claimedLease = claimedEpoch.map { TaskQueueLease(queueName: queueName, epoch: $0) }
+        guard var state = queues.removeValue(forKey: queueName) else {
+            return claimedLease
+        }
         guard let load = state.load else {
             queues[queueName] = state
-            return
+            return claimedLease
         }
         if load.again {
             // Read again; the changes heard so far are still applied after that read (a restart
@@ -19,7 +26,7 @@ extension BrokerStateMachine {
             state.load = Queue.Load(buffered: load.buffered)
             queues[queueName] = state
             loadsToIssue.append(queueName)
-            return
+            return claimedLease
         }
         state.load = nil
         firstReads.remove(queueName)
@@ -105,6 +112,12 @@ extension BrokerStateMachine {
             $0.claimFoundChange = false
             $0.wentFirst = first
         }
+        // The read took the lease for the head: kept for it, or let go.
+        if let claimedEpoch {
+            let kept = keepReadClaim(queueName, epoch: claimedEpoch, head: entries.first, sentAt: sentAt)
+            markReady(queueName, first: first)
+            return kept ? nil : claimedLease
+        }
         // Read while another worker held its lease: it waits for that lease as a refused claim
         // does, without the claim. Unless an action of it was completed or deleted while it was
         // read (the holder may have let it go since): then it is claimed as any other.
@@ -113,9 +126,10 @@ extension BrokerStateMachine {
             let timer = startTimer(.leaseExpiry(queueName, first: true), .until(until), into: &out)
             inPlace(queueName) { $0.slot = .leaseWait(timer: timer) }
             refusedSinceAsk = true
-            return
+            return nil
         }
         markReady(queueName, first: first)
+        return nil
     }
 
     mutating func loadFailed(_ queueNames: [String], message: String, into out: inout [Output]) {

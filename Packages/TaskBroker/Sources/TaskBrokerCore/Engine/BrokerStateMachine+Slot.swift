@@ -9,6 +9,7 @@ extension BrokerStateMachine.Queue {
     /// inFlight ─ claim granted ─▶ inFlight;  changed, not started ─▶ free
     /// inFlight ─ claim held elsewhere ─▶ leaseWait;  claim failed ─▶ claimRetry
     /// free ─ read while another worker holds the lease ─▶ leaseWait
+    /// free, kept ─ the read took the lease for its head ─▶ kept (that lease; its next-head claim: that head)
     /// inFlight ─ parked for a rate limit's start ─▶ kept (shared backends), free
     /// claimRetry ─ retry timer ─▶ free
     /// leaseWait ─ its timer, a completion or a read ─▶ free

@@ -139,6 +139,8 @@ struct BrokerStateMachine {
     /// The queues each failing operation holds up.
     var failing: [TaskStorageOperation: Set<String>] = [:]
     var loadsToIssue: [String] = []
+    /// Queues whose read under way may take their lease: a stopping broker waits for their answers.
+    var claimingReads: Set<String> = []
     var readAheadsToIssue: [ReadAheadRequest] = []
     /// Another worker of the pool has room (shared backends): until the `sharing` timer fires, up
     /// to `sharingBudget` queues whose action starts while more ready queues wait than this worker
@@ -221,11 +223,11 @@ struct BrokerStateMachine {
             setWakeTimer(into: &out)
             if queues.count > forgetAbove { forgetIdleQueues() }
             if ignored.count > configuration.keepsIdleQueuesUpTo { ignored = [] }
-        } else if phase == .stopping, running == 0 {
+        } else if phase == .stopping, running == 0, claimingReads.isEmpty {
             finish(into: &out)
         }
         if !loadsToIssue.isEmpty, phase != .finished {
-            out.append(.load(loadsToIssue))
+            issueLoads(into: &out)
         }
         loadsToIssue = []
         if !readAheadsToIssue.isEmpty, phase != .finished {
@@ -280,14 +282,12 @@ struct BrokerStateMachine {
             let delay = backoff(after: .load)
             _ = startTimer(.retryList, .after(delay), into: &out)
             out.append(.emit(.storageFailed(operation: .load, queueNames: [], message: message, retryIn: delay)))
-        case .loaded(let byQueue, let requested, let truncated, let paused, let heldElsewhere):
+        case .loaded(let byQueue, let requested, let truncated, let paused, let heldElsewhere, let claimed, let sentAt):
             recovered(.load, requested, into: &out)
-            for queueName in requested {
-                loaded(
-                    queueName, byQueue[queueName] ?? [], truncated: truncated.contains(queueName), paused: paused.contains(queueName),
-                    heldElsewhereUntil: heldElsewhere[queueName], into: &out
-                )
-            }
+            loaded(
+                byQueue, requested: requested, truncated: truncated, paused: paused, heldElsewhere: heldElsewhere, claimed: claimed,
+                sentAt: sentAt, into: &out
+            )
         case .readAhead(let byQueue, let tokens, let truncated):
             for (queueName, token) in tokens.sorted(by: { $0.key < $1.key }) {
                 readAhead(queueName, byQueue[queueName] ?? [], token: token, truncated: truncated.contains(queueName), into: &out)
@@ -298,6 +298,7 @@ struct BrokerStateMachine {
                 markReady(queueName)
             }
         case .loadFailed(let queueNames, let message):
+            claimingReads.subtract(queueNames)
             loadFailed(queueNames, message: message, into: &out)
         case .changes(let changes):
             for change in changes {

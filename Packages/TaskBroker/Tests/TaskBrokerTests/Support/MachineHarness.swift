@@ -114,7 +114,15 @@ extension [BrokerStateMachine.Output] {
 
     var loads: [[String]] {
         compactMap { output in
-            if case .load(let names) = output { return names }
+            if case .load(let names, _) = output { return names }
+            return nil
+        }
+    }
+
+    /// How many leases each read asked for may take.
+    var loadBudgets: [Int] {
+        compactMap { output in
+            if case .load(_, let budget) = output { return budget }
             return nil
         }
     }
