@@ -78,8 +78,8 @@ import Testing
         var h = MachineHarness(maxConcurrentQueues: 4, claimsHeads: true)
         let a = h.entry("a", "q")
         _ = h.send(.start(["q"]))
-        // The harness's next-head lifetime is 2 s: the process stalled for 3 s after the read was sent.
-        h.machine.now = .seconds(3)
+        // The harness's claim lifetime is 3 s: the process stalled for 4 s after the read was sent.
+        h.machine.now = .seconds(4)
         let read = h.send(.loaded(["q": [a]], requested: ["q"], claimed: ["q": 4], sentAt: .zero))
         #expect(read.releasedLeases == [[TaskQueueLease(queueName: "q", epoch: 4)]], "the lease may have expired")
         #expect(read.claims == [["a"]], "the head is claimed anew")
@@ -117,5 +117,40 @@ import Testing
         let read = h.send(.loaded(["q": [b]], requested: ["q"]))
         #expect(read.runs.isEmpty && read.claims.isEmpty, "`q` waits for the slot")
         #expect(h.send(.stored([.success(a)])).claims == [["b"]], "and is claimed once it is free")
+    }
+}
+
+/// Claims of heads the broker read (shared backends): what a refused or late claim leaves behind.
+@Suite struct BrokerStateMachineClaimTests {
+    @Test func aHeadToClaimReadsAheadOnlyOnceItsClaimIsGranted() throws {
+        var h = MachineHarness(maxConcurrentQueues: 4, claimsHeads: true)
+        let a = h.entry("a", "p")
+        let b = h.entry("b", "q")
+        _ = h.send(.start(["p", "q"]))
+        // Read while another worker held both: their heads alone, and a wait for that lease.
+        let until = Date(timeIntervalSince1970: 1_000)
+        let read = h.send(.loaded(["p": [a], "q": [b]], requested: ["p", "q"], truncated: ["p", "q"], heldElsewhere: ["p": until, "q": until]))
+        #expect(read.claims.isEmpty && read.readAheads.isEmpty)
+        let waits = read.timers.filter { $0.delay == .until(until) }.map(\.token)
+        try #require(waits.count == 2)
+        let expired = h.send(.timerFired(waits[0]), .timerFired(waits[1]))
+        #expect(expired.claims.map(Set.init) == [["a", "b"]], "the leases' end: both heads are claimed")
+        #expect(expired.readAheads.isEmpty, "no read ahead while the claims may be refused")
+        let answered = h.send(.claimed([a.task, b.task], results: [.granted(epoch: 1), .heldElsewhere(until: Date(timeIntervalSince1970: 2_000))]))
+        #expect(answered.runs == ["a"])
+        #expect(answered.readAheads == ["p>\(a.task.position)"], "the granted queue reads ahead; the refused one reads nothing")
+    }
+
+    @Test func aClaimGrantedTooLateLetsItsLeaseGoAndReadsTheQueueAgain() {
+        var h = MachineHarness(maxConcurrentQueues: 4, claimsHeads: true)
+        let a = h.entry("a", "q")
+        _ = h.send(.start(["q"]))
+        #expect(h.send(.loaded(["q": [a]], requested: ["q"])).claims == [["a"]])
+        // The harness's claim lifetime is 3 s: the answer is handled 4 s after the claim was sent.
+        h.machine.now = .seconds(4)
+        let late = h.send(.claimed([a.task], results: [.granted(epoch: 5)], sentAt: .zero))
+        #expect(late.runs.isEmpty, "the lease may have expired: nothing starts on it")
+        #expect(late.releasedLeases == [[TaskQueueLease(queueName: "q", epoch: 5)]], "it is let go, not left to expire")
+        #expect(late.loads == [["q"]], "and the queue is read again")
     }
 }

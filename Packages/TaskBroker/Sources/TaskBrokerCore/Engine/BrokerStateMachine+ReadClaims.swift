@@ -4,11 +4,12 @@ import Foundation
 // the broker keeps for their heads.
 extension BrokerStateMachine {
     /// How many leases the reads the machine asks for now may take (shared backends): the slots
-    /// free once the queues ready now have theirs. A read may still take more than the broker can
-    /// use (reads under way share it): what finds no slot free when its answer comes is let go.
+    /// free once the queues ready now have theirs, less one per queue of the reads under way that
+    /// may take leases (each takes at most one per queue it reads). A slot may still be gone when
+    /// a read answers (another queue became ready meanwhile): its lease is then let go.
     var readClaimBudget: Int {
         guard configuration.claimsHeads, phase == .running else { return 0 }
-        return max(0, configuration.maxConcurrentQueues - running - ready.count)
+        return max(0, configuration.maxConcurrentQueues - running - ready.count - claimingReads.count)
     }
 
     /// Asks for the reads of `loadsToIssue`, with as many leases as the broker has free slots for.
@@ -50,7 +51,9 @@ extension BrokerStateMachine {
     mutating func keepReadClaim(_ queueName: String, epoch: Int64, head: BrokerEntry?, sentAt: Duration) -> Bool {
         let dueBy = dueBy
         let hasSlot = running + ready.count < configuration.maxConcurrentQueues
-        let deadline = sentAt + configuration.nextHeadLifetime
+        // As young as a claim's answer must be for its head to start (the head starts now, and is
+        // renewed from then on with the running actions).
+        let deadline = sentAt + configuration.claimLifetime
         let fresh = now < deadline
         return phase == .running && hasSlot && fresh && (inPlace(queueName) { state -> Bool in
             // A lease the broker kept has expired if the read could take it: the read's replaces it.

@@ -26,11 +26,14 @@ extension BrokerStateMachine {
                     continue
                 }
                 running += 1
-                readAheadIfLow(&state, queueName)
                 if let next = nextClaim, next.id == pick.id, next.revision == pick.task.revision, now < next.deadline {
                     claimed.append(pick)
+                    readAheadIfLow(&state, queueName)
                 } else {
                     picks.append(pick)
+                    // A head to claim first reads ahead once its claim is granted: a refused claim
+                    // (another worker holds the queue) would waste the read.
+                    if !configuration.claimsHeads { readAheadIfLow(&state, queueName) }
                 }
             }
             queues[queueName] = state
@@ -162,14 +165,18 @@ extension BrokerStateMachine {
                 continue
             }
             switch result {
-            case .granted where now - sentAt > configuration.claimLifetime:
+            case .granted(let epoch) where now - sentAt > configuration.claimLifetime:
                 // Answered too long ago (the process stalled in between): read the queue again and
-                // claim it anew rather than start on a lease that may have expired.
+                // claim it anew rather than start on a lease that may have expired. The lease is
+                // let go (under its epoch: one another worker took since is left alone), so that
+                // the queue does not wait for it to expire.
                 endFlight(&state)
                 readAgain(&state, queueName)
+                unused.append(TaskQueueLease(queueName: queueName, epoch: epoch))
             case .granted(let epoch):
                 // The run, its outcome and its renewals name the lease by this epoch.
                 state.updateFlight { $0.epoch = epoch }
+                readAheadIfLow(&state, queueName)
                 runs.append(held)
             case .changed:
                 // The head is gone, changed or paused since it was read: read the queue again.
