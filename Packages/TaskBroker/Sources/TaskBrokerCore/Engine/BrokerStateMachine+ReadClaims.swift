@@ -4,12 +4,14 @@ import Foundation
 // the broker keeps for their heads.
 extension BrokerStateMachine {
     /// How many leases the reads the machine asks for now may take (shared backends): the slots
-    /// free once the queues ready now have theirs, less one per queue of the reads under way that
-    /// may take leases (each takes at most one per queue it reads). A slot may still be gone when
-    /// a read answers (another queue became ready meanwhile): its lease is then let go.
+    /// free once the queues ready now have theirs. Reads under way share them, and are not set
+    /// aside a slot per queue: most of their queues are held by another worker or empty, and such
+    /// a reserve leaves later reads no budget (their free queues are then claimed one by one, after
+    /// other workers' reads took them). A lease that finds no slot free when its read answers is
+    /// let go.
     var readClaimBudget: Int {
         guard configuration.claimsHeads, phase == .running else { return 0 }
-        return max(0, configuration.maxConcurrentQueues - running - ready.count - claimingReads.count)
+        return max(0, configuration.maxConcurrentQueues - running - ready.count)
     }
 
     /// Asks for the reads of `loadsToIssue`, with as many leases as the broker has free slots for.
