@@ -170,7 +170,7 @@ struct PostgresTests {
         #expect(try await second.snapshot().isEmpty)
     }
 
-    /// A broker told to stop while its claim is under way (here the first read, which takes the
+    /// A broker told to stop while its claim is under way (a claim, or a read that takes the
     /// queue's lease) is granted leases it will not use. It lets them go before `shutdown()`
     /// returns: another worker runs the queue at once instead of waiting for the lease (here a
     /// minute) to expire.
@@ -195,13 +195,13 @@ struct PostgresTests {
         let brokerA = try await TaskQueueBroker.setup(
             database: first, name: "pool", handler: handlerA, configuration: .init(shutdownTimeout: .seconds(30)), clock: clock
         )
-        // Until the server shows A's claiming read waiting for the lock (each look is a round trip).
+        // Until the server shows A's claim waiting for the lock (each look is a round trip).
         var waiting = false
         for _ in 0..<10_000 where !waiting {
             waiting = try await locker.write { tx -> Bool in
                 let sql = """
                     SELECT count(*)::int8 FROM pg_stat_activity
-                    WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE OF l, a SKIP LOCKED%'
+                    WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE OF _, a SKIP LOCKED%'
                     """
                 var count = 0
                 for try await value in try await tx.query(PostgresQuery(unsafeSQL: sql)).decode(Int.self) {
@@ -210,7 +210,7 @@ struct PostgresTests {
                 return count > 0
             }
         }
-        try #require(waiting, "A's read waits for the lock")
+        try #require(waiting, "A's claim waits for the lock")
         // A is told to stop (its shutdown timeout starts on the clock), then its claim goes through.
         let stopping = Task { await brokerA.shutdown() }
         let shutdownDeadline = ManualClock.Instant(offset: .seconds(30))

@@ -107,4 +107,24 @@ struct ReadAheadTests {
         await broker.shutdown()
         #expect(handled == (0..<count).reversed().map { "p\($0)" })
     }
+
+    /// The same for queues shorter than the read-ahead, read in one go: on a shared backend the
+    /// read takes no lease for such a type (it would claim the first action by position), and each
+    /// queue still runs in sort order.
+    @Test(arguments: Backend.allCases) func aTypeWithItsOwnSortRunsShortQueuesInSortOrder(_ backend: Backend) async throws {
+        let store = try TestStore(backend)
+        let database = try await store.open()
+        let queues = 40
+        try await database.save((0..<(queues * 3)).map { index in
+            PrioritizedAction(key: "p\(index)", queueName: "h-q\(index % queues)", priority: queues * 3 - index)
+        })
+        let handler = RecordingHandler<PrioritizedAction>()
+        let broker = try await TaskQueueBroker.setup(database: database, name: "h", handler: handler)
+        let handled = await handler.handled.values(count: queues * 3)
+        await broker.shutdown()
+        for queue in 0..<queues {
+            let order = handled.filter { (Int($0.dropFirst()) ?? 0) % queues == queue }
+            #expect(order == [queue + 2 * queues, queue + queues, queue].map { "p\($0)" }, "queue h-q\(queue) in sort order: \(order)")
+        }
+    }
 }

@@ -117,8 +117,11 @@ extension BrokerEngine {
                     var chunkPaused = paused
                     let byQueue: [String: [StoredTask]]
                     if let limit, let leaseAware {
+                        // Only for an action type known to keep enqueue order: the read checks that
+                        // the first action by position is still stored, and one with its own `sort`
+                        // may run another first.
                         let read = try await leaseAware.tasks(
-                            inQueues: chunk, limit: limit, readingFor: owner, claimBudget: budget,
+                            inQueues: chunk, limit: limit, readingFor: owner, claimBudget: ordersBySort.withLock { $0 } == false ? budget : 0,
                             leaseDuration: leaseDuration, now: time.now()
                         )
                         byQueue = read.tasks
