@@ -9,9 +9,10 @@ import TaskBroker
 /// The PostgreSQL crash test's worker storage: the worker's own backend (every call forwarded, so
 /// that its broker is a user's), with each claim stamped in the worker's log. "C <key> <pid> <ns>"
 /// for every head before the claim is sent, then "G …" for a head granted or "N …" for one not
-/// granted (reads that take leases: see the `LeaseAwareReads` conformance below). A worker killed after a claim of the action its dead
-/// predecessor ran, and before that action started, held the queue's lease in its turn: the test
-/// measures the takeover from that second kill, not the first (see `PostgresCrashTests`).
+/// granted (reads that take leases: see the `LeaseAwareReads` conformance below). A worker killed
+/// after a claim of the action its dead predecessor ran, and before that action started, held the
+/// queue's lease in its turn: the test measures the takeover from that second kill, not the first
+/// (see `PostgresCrashTests`).
 struct ClaimStampingStorage: TaskStorage {
     let base: any TaskStorage
     let log: StampLog

@@ -143,14 +143,10 @@ extension BrokerEngine {
                     if !truncated.isEmpty, readLimit == nil {
                         readWhole.withLock { $0.append(contentsOf: truncated) }
                         for queueName in truncated { entries[queueName] = nil }
-                        // A lease taken for a queue read again whole is let go: that read claims nothing.
-                        let dropped = claimed.filter { truncated.contains($0.key) }
-                        if !dropped.isEmpty {
-                            await release(dropped.map { TaskQueueLease(queueName: $0.key, epoch: $0.value) }.sorted { $0.queueName < $1.queueName })
-                        }
+                        // A lease taken for a queue read again whole is not among the requested:
+                        // the machine lets it go.
                         mailbox.post(.loaded(
-                            entries, requested: chunk.filter { !truncated.contains($0) }, paused: chunkPaused,
-                            claimed: claimed.filter { !truncated.contains($0.key) }, sentAt: since
+                            entries, requested: chunk.filter { !truncated.contains($0) }, paused: chunkPaused, claimed: claimed, sentAt: since
                         ))
                     } else {
                         mailbox.post(.loaded(

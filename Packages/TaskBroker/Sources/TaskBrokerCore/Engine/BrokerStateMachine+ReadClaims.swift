@@ -37,9 +37,12 @@ extension BrokerStateMachine {
             )
             if let lease { letGo.append(lease) }
         }
-        // A lease the read took for a queue it did not ask for (none should come) is let go too.
-        let asked = Set(requested)
-        letGo += claimed.filter { !asked.contains($0.key) }.map { TaskQueueLease(queueName: $0.key, epoch: $0.value) }
+        // A lease the read took for a queue not among `requested` (one the engine reads again whole)
+        // is let go too.
+        if !claimed.isEmpty {
+            let asked = Set(requested)
+            letGo += claimed.filter { !asked.contains($0.key) }.map { TaskQueueLease(queueName: $0.key, epoch: $0.value) }
+        }
         if !letGo.isEmpty { out.append(.release(letGo.sorted { $0.queueName < $1.queueName })) }
     }
 

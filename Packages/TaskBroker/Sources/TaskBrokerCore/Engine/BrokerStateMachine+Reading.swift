@@ -7,7 +7,6 @@ extension BrokerStateMachine {
     /// Applies a queue's read. With `claimedEpoch`, the read took the queue's lease for its first
     /// action (shared backends): the queue keeps that lease for its head (see
     /// ``keepReadClaim(_:epoch:head:sentAt:)``), or returns it for the caller to let go.
-    @discardableResult
     mutating func loaded(
         _ queueName: String, _ entries: [BrokerEntry], truncated: Bool = false, paused: Bool = false, heldElsewhereUntil: Date? = nil,
         claimedEpoch: Int64? = nil, sentAt: Duration = .zero, into out: inout [Output]
